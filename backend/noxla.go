@@ -1,0 +1,5 @@
+//go:build !xla
+
+package backend
+
+const xlaCompiled = false

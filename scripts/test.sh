@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command: vet, the XLA build check, and the whole test suite
+# with the pure-Go backend and SIMD kernels.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export GOEXPERIMENT=simd
+export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+echo "== go vet"
+go vet ./...
+echo "== CGO_ENABLED=0 build"
+CGO_ENABLED=0 go build -o /dev/null ./...
+if command -v gcc >/dev/null; then
+  echo "== XLA build tag compiles"
+  CGO_ENABLED=1 go build -tags xla -o /dev/null ./backend/
+fi
+echo "== go test"
+go test -count=1 -timeout 25m ./... 2>&1 | tee /tmp/hacrl-test.log

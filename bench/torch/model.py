@@ -1,0 +1,317 @@
+"""PyTorch reference of hacrl's two model families (gpt and llama).
+
+The math mirrors hacrl's Go engine (package model) so that the two can be
+timed against each other: same layers, same normalisation, same attention,
+same training step and the same KV-cache sampling loop. Everything is
+float32 on the CPU.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+NORM_EPS = 1e-5
+ROPE_THETA = 10000.0
+INIT_STD = 0.02
+
+
+def default_hidden(dim):
+    """Llama MLP width when --hidden is 0: 8/3*dim rounded up to a multiple of 16."""
+    return 16 * ((8 * dim + 47) // 48)
+
+
+@dataclass
+class Config:
+    family: str = "gpt"  # "gpt" or "llama"
+    vocab: int = 32
+    dim: int = 128
+    layers: int = 4
+    heads: int = 4
+    kv_heads: int = 4  # llama only (GQA); gpt always uses heads
+    hidden: int = 0  # llama MLP width; 0 means default_hidden(dim)
+    act: str = "gelu"  # gpt MLP activation: "gelu" (exact erf) or "relu"
+    tie: bool = False  # llama only: LM head shares the token embedding
+    max_pos: int = 64  # positions the model can address
+
+    def validate(self):
+        """Raise ValueError naming the first inconsistent field."""
+        if self.family not in ("gpt", "llama"):
+            raise ValueError(f"family: want gpt or llama, got {self.family!r}")
+        for name in ("vocab", "dim", "layers", "heads", "kv_heads", "max_pos"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: want >= 1, got {getattr(self, name)}")
+        if self.dim % self.heads:
+            raise ValueError(f"dim: {self.dim} is not a multiple of heads={self.heads}")
+        if self.family == "llama":
+            if self.heads % self.kv_heads:
+                raise ValueError(f"kv_heads: heads={self.heads} is not a multiple of kv_heads={self.kv_heads}")
+            if (self.dim // self.heads) % 2:
+                raise ValueError(f"dim: head size {self.dim // self.heads} must be even for rotary embeddings")
+        if self.hidden < 0:
+            raise ValueError(f"hidden: want >= 0, got {self.hidden}")
+        if self.act not in ("gelu", "relu"):
+            raise ValueError(f"act: want gelu or relu, got {self.act!r}")
+
+    @property
+    def head_dim(self):
+        return self.dim // self.heads
+
+    @property
+    def cache_heads(self):
+        """Number of key/value heads the KV cache stores per layer."""
+        return self.kv_heads if self.family == "llama" else self.heads
+
+    @property
+    def mlp_hidden(self):
+        if self.family == "gpt":
+            return 4 * self.dim
+        return self.hidden or default_hidden(self.dim)
+
+
+def expected_params(cfg):
+    """Closed-form parameter count of build(cfg), for cross-checking engines."""
+    d, v, L = cfg.dim, cfg.vocab, cfg.layers
+    if cfg.family == "gpt":
+        block = 2 * (2 * d) + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
+        return v * d + cfg.max_pos * d + L * block + 2 * d + d * v
+    kv = cfg.kv_heads * cfg.head_dim
+    block = 2 * d + d * d + 2 * d * kv + d * d + 3 * d * cfg.mlp_hidden
+    return v * d + L * block + d + (0 if cfg.tie else d * v)
+
+
+class KVCache:
+    """Preallocated keys and values, one [N, kv_heads, Tmax, head_dim] pair per layer."""
+
+    def __init__(self, cfg, n, tmax):
+        shape = (n, cfg.cache_heads, tmax, cfg.head_dim)
+        self.k = [torch.zeros(shape) for _ in range(cfg.layers)]
+        self.v = [torch.zeros(shape) for _ in range(cfg.layers)]
+
+    def update(self, layer, pos, k, v):
+        """Write k, v ([N, kv_heads, t, head_dim]) at pos and return the valid prefix."""
+        t = k.shape[2]
+        self.k[layer][:, :, pos : pos + t] = k
+        self.v[layer][:, :, pos : pos + t] = v
+        return self.k[layer][:, :, : pos + t], self.v[layer][:, :, : pos + t]
+
+
+def causal_bias(t, pos):
+    """Additive mask [t, pos+t] for queries at pos..pos+t-1: 0 where visible, -inf after."""
+    return torch.full((t, pos + t), float("-inf")).triu(diagonal=pos + 1)
+
+
+def attend(q, k, v, bias):
+    """Scaled dot-product attention with grouped keys/values.
+
+    q is [B, H, T, dh]; k, v are [B, KVH, S, dh] with H a multiple of KVH.
+    Query head h reads key/value head h // (H/KVH), as HF's repeat_kv does.
+    bias is None or an additive [T, S] mask. Returns [B, H, T, dh].
+    """
+    b, h, t, dh = q.shape
+    kvh = k.shape[1]
+    rep = h // kvh
+    q = q * (1.0 / math.sqrt(dh))
+    if rep > 1:
+        q = q.reshape(b, kvh, rep * t, dh)
+        if bias is not None:
+            bias = bias.repeat(rep, 1)
+    scores = q @ k.transpose(-1, -2)
+    if bias is not None:
+        scores = scores + bias
+    out = scores.softmax(dim=-1) @ v
+    return out.view(b, h, t, dh) if rep > 1 else out
+
+
+def split_heads(x, n):
+    b, t, _ = x.shape
+    return x.view(b, t, n, -1).transpose(1, 2)
+
+
+def merge_heads(x):
+    b, h, t, dh = x.shape
+    return x.transpose(1, 2).reshape(b, t, h * dh)
+
+
+class GPTBlock(nn.Module):
+    def __init__(self, cfg, index):
+        super().__init__()
+        d = cfg.dim
+        self.index = index
+        self.heads = cfg.heads
+        self.ln1 = nn.LayerNorm(d, eps=NORM_EPS)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d, eps=NORM_EPS)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+        self.act = F.relu if cfg.act == "relu" else F.gelu  # F.gelu is the exact erf form
+
+    def forward(self, x, bias, cache, pos):
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        q, k, v = (split_heads(z, self.heads) for z in (q, k, v))
+        if cache is not None:
+            k, v = cache.update(self.index, pos, k, v)
+        x = x + self.proj(merge_heads(attend(q, k, v, bias)))
+        return x + self.out(self.act(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    """Pre-LN GPT: learned positions, fused qkv with bias, 4x MLP, untied LM head."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab, cfg.dim)
+        self.pos = nn.Embedding(cfg.max_pos, cfg.dim)
+        self.blocks = nn.ModuleList(GPTBlock(cfg, i) for i in range(cfg.layers))
+        self.ln_f = nn.LayerNorm(cfg.dim, eps=NORM_EPS)
+        self.head = nn.Linear(cfg.dim, cfg.vocab, bias=False)
+
+    def forward(self, tokens, cache=None, pos=0):
+        """Logits [B, T, V] for tokens [B, T] placed at positions pos..pos+T-1."""
+        t = tokens.shape[1]
+        x = self.tok(tokens) + self.pos.weight[pos : pos + t]
+        bias = causal_bias(t, pos) if t > 1 else None
+        for block in self.blocks:
+            x = block(x, bias, cache, pos)
+        return self.head(self.ln_f(x))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + NORM_EPS) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def rope_tables(max_pos, head_dim):
+    """cos and sin tables [max_pos, head_dim] in HF's concatenated-halves layout."""
+    inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = torch.outer(torch.arange(max_pos, dtype=torch.float32), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, cfg, index):
+        super().__init__()
+        d, kv = cfg.dim, cfg.kv_heads * cfg.head_dim
+        self.index = index
+        self.heads, self.kv_heads = cfg.heads, cfg.kv_heads
+        self.attn_norm = RMSNorm(d)
+        self.q = nn.Linear(d, d, bias=False)
+        self.k = nn.Linear(d, kv, bias=False)
+        self.v = nn.Linear(d, kv, bias=False)
+        self.o = nn.Linear(d, d, bias=False)
+        self.mlp_norm = RMSNorm(d)
+        self.gate = nn.Linear(d, cfg.mlp_hidden, bias=False)
+        self.up = nn.Linear(d, cfg.mlp_hidden, bias=False)
+        self.down = nn.Linear(cfg.mlp_hidden, d, bias=False)
+
+    def forward(self, x, bias, cos, sin, cache, pos):
+        h = self.attn_norm(x)
+        q = split_heads(self.q(h), self.heads)
+        k = split_heads(self.k(h), self.kv_heads)
+        v = split_heads(self.v(h), self.kv_heads)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        if cache is not None:
+            k, v = cache.update(self.index, pos, k, v)
+        x = x + self.o(merge_heads(attend(q, k, v, bias)))
+        h = self.mlp_norm(x)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    """Pre-RMSNorm Llama: RoPE on q and k, GQA, SwiGLU MLP, optional tied LM head."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab, cfg.dim)
+        self.blocks = nn.ModuleList(LlamaBlock(cfg, i) for i in range(cfg.layers))
+        self.norm = RMSNorm(cfg.dim)
+        self.head = None if cfg.tie else nn.Linear(cfg.dim, cfg.vocab, bias=False)
+        cos, sin = rope_tables(cfg.max_pos, cfg.head_dim)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def forward(self, tokens, cache=None, pos=0):
+        """Logits [B, T, V] for tokens [B, T] placed at positions pos..pos+T-1."""
+        t = tokens.shape[1]
+        x = self.tok(tokens)
+        cos, sin = self.cos[pos : pos + t], self.sin[pos : pos + t]
+        bias = causal_bias(t, pos) if t > 1 else None
+        for block in self.blocks:
+            x = block(x, bias, cos, sin, cache, pos)
+        x = self.norm(x)
+        return F.linear(x, self.tok.weight) if self.head is None else self.head(x)
+
+
+def build(cfg, seed):
+    """A freshly initialised model for cfg, deterministic by seed."""
+    cfg.validate()
+    torch.manual_seed(seed)
+    model = GPT(cfg) if cfg.family == "gpt" else Llama(cfg)
+    for m in model.modules():
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=INIT_STD)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
+    return model
+
+
+def next_token_loss(model, tokens):
+    """Mean cross-entropy of predicting tokens[:, 1:] from tokens[:, :-1]."""
+    logits = model(tokens)
+    v = logits.shape[-1]
+    return F.cross_entropy(logits[:, :-1].reshape(-1, v), tokens[:, 1:].reshape(-1))
+
+
+def new_optimizer(model):
+    """AdamW(lr 1e-3, weight decay 0.01) over every parameter."""
+    return torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+
+
+def train_step(model, opt, tokens):
+    """Forward, backward, global grad-norm clip 1.0, AdamW step, zero_grad. Returns the loss tensor."""
+    loss = next_token_loss(model, tokens)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+@torch.inference_mode()
+def sample(model, prompt, new_tokens, generator, record_logits=False):
+    """Sample new_tokens tokens after prompt [N, P] with a KV cache, temperature 1.
+
+    One forward per generated token: the prompt is prefilled once and every
+    sampled token except the last is fed back at its position. Returns the
+    tokens [N, new_tokens] and, if record_logits, the logits [N, new_tokens, V]
+    each token was drawn from.
+    """
+    n, p = prompt.shape
+    cache = KVCache(model.cfg, n, p + new_tokens)
+    out = torch.empty(n, new_tokens, dtype=torch.long)
+    logits_seen = [] if record_logits else None
+    inp, pos = prompt, 0
+    for i in range(new_tokens):
+        logits = model(inp, cache, pos)[:, -1]
+        if record_logits:
+            logits_seen.append(logits.clone())
+        inp = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)
+        out[:, i] = inp[:, 0]
+        pos += 1 if i else p
+    return out, (torch.stack(logits_seen, dim=1) if record_logits else None)

@@ -14,7 +14,6 @@
 package safetensors
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -22,9 +21,10 @@ import (
 	"io"
 	"math/bits"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/hacrl/hacrl/internal/atomicfile"
 )
 
 // MaxHeaderSize is the largest JSON header Read accepts, in bytes.
@@ -122,7 +122,7 @@ func Write(path string, tensors map[string]Tensor, metadata map[string]string) e
 	if err != nil {
 		return fmt.Errorf("safetensors: write %s: %w", path, err)
 	}
-	return writeAtomic(path, func(w io.Writer) error {
+	err = atomicfile.Write(path, func(w io.Writer) error {
 		var prefix [8]byte
 		putUint64(prefix[:], uint64(len(header)))
 		if _, err := w.Write(prefix[:]); err != nil {
@@ -138,6 +138,10 @@ func Write(path string, tensors map[string]Tensor, metadata map[string]string) e
 		}
 		return nil
 	})
+	if err != nil {
+		return fmt.Errorf("safetensors: %w", err)
+	}
+	return nil
 }
 
 // encodeHeader validates the tensors and returns the space-padded JSON header.
@@ -207,47 +211,6 @@ func sortedNames(tensors map[string]Tensor) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// writeAtomic writes a file through fill into a temporary file beside path,
-// syncs it and renames it to path; on failure the temporary file is removed.
-func writeAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("safetensors: write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-			err = fmt.Errorf("safetensors: write %s: %w", path, err)
-		}
-	}()
-	bw := bufio.NewWriterSize(f, 1<<20)
-	if err = fill(bw); err != nil {
-		return err
-	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil { // persist the rename; best effort
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // Read loads every tensor and the metadata of the file at path. The metadata

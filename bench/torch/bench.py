@@ -186,8 +186,12 @@ def self_check(torch, model):
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # Thread pools read these when torch and OpenBLAS load, so set them first.
+    # Debian's torch runs elementwise ops on libgomp and matmuls on OpenBLAS's own
+    # pthread pool; with libgomp's default spin-waiting the two pools fight for the
+    # cores and a training step can take 2-20x longer. Passive waiting avoids that.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

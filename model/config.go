@@ -1,0 +1,352 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Config describes one transformer. The zero value of KVHeads, Hidden,
+// Activation, NormEps, RopeTheta and ModelType means "the family's default"
+// (see Normalized); every other field must be set.
+type Config struct {
+	Family        string  // "gpt" or "llama"
+	ModelType     string  // HF model_type written to config.json: "gpt2" (gpt); "llama" or "qwen2" (llama)
+	Vocab         int     // vocabulary size
+	Dim           int     // residual width d
+	Layers        int     // number of blocks
+	Heads         int     // query heads; Dim must be a multiple
+	KVHeads       int     // key/value heads (llama, grouped-query attention); gpt: equal to Heads
+	Hidden        int     // MLP inner width; default 4·Dim for gpt
+	MaxSeq        int     // longest sequence (positions 0..MaxSeq-1)
+	Activation    string  // gpt: "gelu" (exact), "gelu_new" (tanh), "relu"; llama: "silu"
+	NormEps       float64 // LayerNorm/RMSNorm epsilon; default 1e-5 (gpt), 1e-6 (llama)
+	RopeTheta     float64 // rotary base (llama); default 10000
+	TieEmbeddings bool    // the LM head reuses the token embedding matrix
+	AttentionBias bool    // llama: biases on q/k/v (and on o_proj unless ModelType is "qwen2")
+	BOS, EOS      int     // special token ids, −1 if none
+}
+
+// Normalized returns c with the family defaults filled in.
+func (c Config) Normalized() Config {
+	switch c.Family {
+	case "gpt":
+		if c.ModelType == "" {
+			c.ModelType = "gpt2"
+		}
+		if c.KVHeads == 0 {
+			c.KVHeads = c.Heads
+		}
+		if c.Hidden == 0 {
+			c.Hidden = 4 * c.Dim
+		}
+		if c.Activation == "" {
+			c.Activation = "gelu"
+		}
+		if c.NormEps == 0 {
+			c.NormEps = 1e-5
+		}
+	case "llama":
+		if c.ModelType == "" {
+			c.ModelType = "llama"
+		}
+		if c.KVHeads == 0 {
+			c.KVHeads = c.Heads
+		}
+		if c.Activation == "" {
+			c.Activation = "silu"
+		}
+		if c.NormEps == 0 {
+			c.NormEps = 1e-6
+		}
+		if c.RopeTheta == 0 {
+			c.RopeTheta = 10000
+		}
+	}
+	return c
+}
+
+// HeadDim is the width of one attention head, Dim/Heads.
+func (c Config) HeadDim() int { return c.Dim / c.Heads }
+
+// Validate reports the first field of the normalized config that is out of
+// range, naming it.
+func (c Config) Validate() error {
+	c = c.Normalized()
+	bad := func(field string, format string, args ...any) error {
+		return fmt.Errorf("model config: field %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	switch c.Family {
+	case "gpt":
+		if c.ModelType != "gpt2" {
+			return bad("ModelType", "%q is not a gpt model type, want \"gpt2\"", c.ModelType)
+		}
+		if c.KVHeads != c.Heads {
+			return bad("KVHeads", "gpt has no grouped-query attention: %d, want Heads (%d)", c.KVHeads, c.Heads)
+		}
+		switch c.Activation {
+		case "gelu", "gelu_new", "relu":
+		default:
+			return bad("Activation", "%q, want \"gelu\", \"gelu_new\" or \"relu\" for gpt", c.Activation)
+		}
+		if c.AttentionBias {
+			return bad("AttentionBias", "gpt always has biases; leave it false")
+		}
+	case "llama":
+		if c.ModelType != "llama" && c.ModelType != "qwen2" {
+			return bad("ModelType", "%q, want \"llama\" or \"qwen2\"", c.ModelType)
+		}
+		if c.Activation != "silu" {
+			return bad("Activation", "%q, want \"silu\" for llama", c.Activation)
+		}
+		if !(c.RopeTheta > 0) {
+			return bad("RopeTheta", "%v, want > 0", c.RopeTheta)
+		}
+	default:
+		return bad("Family", "%q, want \"gpt\" or \"llama\"", c.Family)
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Vocab", c.Vocab}, {"Dim", c.Dim}, {"Layers", c.Layers}, {"Heads", c.Heads},
+		{"KVHeads", c.KVHeads}, {"Hidden", c.Hidden}, {"MaxSeq", c.MaxSeq}} {
+		if f.v <= 0 {
+			return bad(f.name, "%d, want > 0", f.v)
+		}
+	}
+	if c.Dim%c.Heads != 0 {
+		return bad("Heads", "%d does not divide Dim (%d)", c.Heads, c.Dim)
+	}
+	if c.Heads%c.KVHeads != 0 {
+		return bad("KVHeads", "%d does not divide Heads (%d)", c.KVHeads, c.Heads)
+	}
+	if c.Family == "llama" && c.HeadDim()%2 != 0 {
+		return bad("Heads", "head width Dim/Heads = %d must be even for rotary positions", c.HeadDim())
+	}
+	if !(c.NormEps > 0) {
+		return bad("NormEps", "%v, want > 0", c.NormEps)
+	}
+	if c.BOS < -1 || c.BOS >= c.Vocab {
+		return bad("BOS", "%d, want −1 or a token id below Vocab (%d)", c.BOS, c.Vocab)
+	}
+	if c.EOS < -1 || c.EOS >= c.Vocab {
+		return bad("EOS", "%d, want −1 or a token id below Vocab (%d)", c.EOS, c.Vocab)
+	}
+	return nil
+}
+
+// hfConfig is the union of the Hugging Face config.json fields of GPT-2 and
+// Llama/Qwen2 that hacrl reads and writes. Pointers tell absent from zero.
+type hfConfig struct {
+	ModelType     string   `json:"model_type"`
+	Architectures []string `json:"architectures,omitempty"`
+	VocabSize     *int     `json:"vocab_size,omitempty"`
+
+	// GPT-2.
+	NEmbd       *int     `json:"n_embd,omitempty"`
+	NLayer      *int     `json:"n_layer,omitempty"`
+	NHead       *int     `json:"n_head,omitempty"`
+	NPositions  *int     `json:"n_positions,omitempty"`
+	NInner      *int     `json:"n_inner,omitempty"`
+	ActFunction string   `json:"activation_function,omitempty"`
+	LayerNormEp *float64 `json:"layer_norm_epsilon,omitempty"`
+
+	// Llama / Qwen2.
+	HiddenSize       *int            `json:"hidden_size,omitempty"`
+	NumLayers        *int            `json:"num_hidden_layers,omitempty"`
+	NumHeads         *int            `json:"num_attention_heads,omitempty"`
+	NumKVHeads       *int            `json:"num_key_value_heads,omitempty"`
+	Intermediate     *int            `json:"intermediate_size,omitempty"`
+	HiddenAct        string          `json:"hidden_act,omitempty"`
+	MaxPositions     *int            `json:"max_position_embeddings,omitempty"`
+	RopeTheta        *float64        `json:"rope_theta,omitempty"`
+	RMSNormEps       *float64        `json:"rms_norm_eps,omitempty"`
+	AttentionBias    *bool           `json:"attention_bias,omitempty"`
+	MLPBias          *bool           `json:"mlp_bias,omitempty"`
+	HeadDim          *int            `json:"head_dim,omitempty"`
+	RopeScaling      json.RawMessage `json:"rope_scaling,omitempty"`
+	TieWordEmbedding *bool           `json:"tie_word_embeddings,omitempty"`
+
+	BOS *int `json:"bos_token_id,omitempty"`
+	EOS any  `json:"eos_token_id,omitempty"` // an int, or a list of ints in some HF configs
+}
+
+// ReadConfig reads a Hugging Face config.json (model_type "gpt2", "llama" or
+// "qwen2") and returns the validated config. Errors name the file and field.
+func ReadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("model: read config: %w", err)
+	}
+	c, err := parseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+func parseConfig(data []byte) (Config, error) {
+	var h hfConfig
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Config{}, fmt.Errorf("config.json is not valid JSON: %w", err)
+	}
+	var errs []error
+	need := func(field string, p *int) int {
+		if p == nil {
+			errs = append(errs, fmt.Errorf("field %q is missing", field))
+			return 0
+		}
+		return *p
+	}
+	opt := func(p *int, def int) int {
+		if p == nil {
+			return def
+		}
+		return *p
+	}
+	optF := func(p *float64) float64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	c := Config{ModelType: h.ModelType, BOS: opt(h.BOS, -1), EOS: -1, Vocab: need("vocab_size", h.VocabSize)}
+	switch eos := h.EOS.(type) {
+	case nil:
+	case float64:
+		c.EOS = int(eos)
+	case []any:
+		if len(eos) > 0 {
+			if f, ok := eos[0].(float64); ok {
+				c.EOS = int(f)
+			}
+		}
+	default:
+		errs = append(errs, fmt.Errorf("field \"eos_token_id\": %v is not a token id", h.EOS))
+	}
+	switch h.ModelType {
+	case "gpt2":
+		c.Family = "gpt"
+		c.Dim = need("n_embd", h.NEmbd)
+		c.Layers = need("n_layer", h.NLayer)
+		c.Heads = need("n_head", h.NHead)
+		c.KVHeads = c.Heads
+		c.MaxSeq = need("n_positions", h.NPositions)
+		c.Hidden = opt(h.NInner, 0)
+		c.Activation = h.ActFunction
+		if c.Activation == "gelu_pytorch_tanh" {
+			c.Activation = "gelu_new"
+		}
+		c.NormEps = optF(h.LayerNormEp)
+		c.TieEmbeddings = h.TieWordEmbedding == nil || *h.TieWordEmbedding // GPT-2's default is tied
+	case "llama", "qwen2":
+		c.Family = "llama"
+		c.Dim = need("hidden_size", h.HiddenSize)
+		c.Layers = need("num_hidden_layers", h.NumLayers)
+		c.Heads = need("num_attention_heads", h.NumHeads)
+		c.KVHeads = opt(h.NumKVHeads, c.Heads)
+		c.Hidden = need("intermediate_size", h.Intermediate)
+		c.MaxSeq = need("max_position_embeddings", h.MaxPositions)
+		c.Activation = h.HiddenAct
+		c.NormEps = optF(h.RMSNormEps)
+		c.RopeTheta = optF(h.RopeTheta)
+		c.TieEmbeddings = h.TieWordEmbedding != nil && *h.TieWordEmbedding
+		c.AttentionBias = h.ModelType == "qwen2" || (h.AttentionBias != nil && *h.AttentionBias)
+		if h.MLPBias != nil && *h.MLPBias {
+			errs = append(errs, errors.New("field \"mlp_bias\": true is not supported"))
+		}
+		if len(h.RopeScaling) > 0 && string(h.RopeScaling) != "null" {
+			errs = append(errs, errors.New("field \"rope_scaling\": rotary scaling is not supported"))
+		}
+		if h.HeadDim != nil && c.Heads > 0 && *h.HeadDim*c.Heads != c.Dim {
+			errs = append(errs, fmt.Errorf("field \"head_dim\": %d, only hidden_size/num_attention_heads is supported", *h.HeadDim))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("field \"model_type\": %q, want \"gpt2\", \"llama\" or \"qwen2\"", h.ModelType))
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c.Normalized(), nil
+}
+
+// WriteJSON writes c as a Hugging Face config.json, atomically.
+func (c Config) WriteJSON(path string) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	data, err := c.marshalHF()
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, data)
+}
+
+func (c Config) marshalHF() ([]byte, error) {
+	c = c.Normalized()
+	ip := func(v int) *int { return &v }
+	fp := func(v float64) *float64 { return &v }
+	bp := func(v bool) *bool { return &v }
+	h := hfConfig{ModelType: c.ModelType, VocabSize: ip(c.Vocab), TieWordEmbedding: bp(c.TieEmbeddings)}
+	if c.BOS >= 0 {
+		h.BOS = ip(c.BOS)
+	}
+	if c.EOS >= 0 {
+		h.EOS = c.EOS
+	}
+	switch c.Family {
+	case "gpt":
+		h.Architectures = []string{"GPT2LMHeadModel"}
+		h.NEmbd, h.NLayer, h.NHead = ip(c.Dim), ip(c.Layers), ip(c.Heads)
+		h.NPositions, h.NInner = ip(c.MaxSeq), ip(c.Hidden)
+		h.ActFunction, h.LayerNormEp = c.Activation, fp(c.NormEps)
+	case "llama":
+		h.Architectures = []string{"LlamaForCausalLM"}
+		if c.ModelType == "qwen2" {
+			h.Architectures = []string{"Qwen2ForCausalLM"}
+		} else {
+			h.AttentionBias = bp(c.AttentionBias)
+			h.MLPBias = bp(false)
+		}
+		h.HiddenSize, h.NumLayers, h.NumHeads = ip(c.Dim), ip(c.Layers), ip(c.Heads)
+		h.NumKVHeads, h.Intermediate, h.MaxPositions = ip(c.KVHeads), ip(c.Hidden), ip(c.MaxSeq)
+		h.HiddenAct, h.RMSNormEps, h.RopeTheta = c.Activation, fp(c.NormEps), fp(c.RopeTheta)
+		h.HeadDim = ip(c.HeadDim())
+	}
+	data, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("model: encode config: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
+// writeFileAtomic writes data to a temporary file beside path, syncs it and
+// renames it over path, so readers see the old file or the new one, never a
+// part.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("model: write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("model: write %s: %w", path, err)
+	}
+	return nil
+}

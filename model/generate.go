@@ -1,0 +1,268 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// SampleOptions controls Generate. The zero value samples from the model's
+// own distribution (temperature 1, no top-k or top-p filtering).
+type SampleOptions struct {
+	MaxNewTokens int     // at most this many tokens per sequence (> 0)
+	Temperature  float64 // divides the logits; 0 means 1
+	TopP         float64 // nucleus sampling: keep the smallest set of tokens with mass ≥ TopP; 0 or 1 means off
+	TopK         int     // keep only the TopK most likely tokens; 0 means off
+	Greedy       bool    // take the most likely token (the lowest id among ties); ignores the rest
+	Stop         []int   // token ids that end a sequence (e.g. EOS)
+}
+
+// Sample is one generated continuation.
+type Sample struct {
+	Tokens   []int     // the new tokens, a final stop token included
+	LogProbs []float32 // log-prob of each token under the model's raw distribution (temperature 1, unfiltered)
+	Stopped  bool      // ended with a stop token (else it reached MaxNewTokens or the model's MaxSeq)
+}
+
+// Generate continues each prompt by sampling on the host with rng, one token
+// per step, with a key/value cache on the backend. A sequence ends at a stop
+// token, after MaxNewTokens tokens, or when it fills the model's MaxSeq
+// positions.
+//
+// Prompts of different lengths are left-padded to a common length bucket;
+// each row's position ids start at 0 at its first real token and padding is
+// masked out of attention, so a row's result does not depend on its batch
+// neighbours beyond float rounding. The batch is padded to a power of two
+// rows. Given the same model, prompts, options and rng state, the result is
+// the same.
+func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions, rng *rand.Rand) ([]Sample, error) {
+	if err := m.checkGenerate(prompts, opt); err != nil {
+		return nil, err
+	}
+	if rng == nil && !opt.Greedy {
+		return nil, fmt.Errorf("model: Generate: rng is nil")
+	}
+	rows := len(prompts)
+	B := batchBucket(rows)
+	longest, steps := 0, 0
+	limit := make([]int, rows) // new tokens allowed per row
+	for i, p := range prompts {
+		longest = max(longest, len(p))
+		limit[i] = min(opt.MaxNewTokens, m.cfg.MaxSeq-len(p))
+		steps = max(steps, limit[i])
+	}
+	P := lengthBucket(longest)
+	S := lengthBucket(P + steps - 1) // cache slots: the last sampled token is never fed back
+
+	tokens := make([]int32, B*P)
+	pad := make([]int32, B)
+	for i := range B {
+		p := []int{0} // filler rows of the batch bucket
+		if i < rows {
+			p = prompts[i]
+		}
+		pad[i] = int32(P - len(p))
+		for j, t := range p {
+			tokens[i*P+int(pad[i])+j] = int32(t)
+		}
+	}
+	padT := tensors.FromFlatDataAndDimensions(pad, B)
+	params := m.snapshot()
+	out, err := call(m.prefillExec(), params,
+		tensors.FromFlatDataAndDimensions(tokens, B, P), padT, tensors.FromShape(shapes.Make(dtypes.Int32, S)))
+	if err != nil {
+		return nil, err
+	}
+	logits, cache := out[0], out[1:]
+
+	samples := make([]Sample, rows)
+	active := rows
+	stop := func(t int) bool { return slices.Contains(opt.Stop, t) }
+	next := make([]int32, B)
+	for step := 0; ; step++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		V := m.cfg.Vocab
+		flat := float64s(logits)
+		for i := range rows {
+			s := &samples[i]
+			if s.Stopped || len(s.Tokens) >= limit[i] {
+				next[i] = 0
+				continue
+			}
+			tok, lp := pick(flat[i*V:(i+1)*V], opt, rng)
+			s.Tokens = append(s.Tokens, tok)
+			s.LogProbs = append(s.LogProbs, float32(lp))
+			s.Stopped = stop(tok)
+			if s.Stopped || len(s.Tokens) >= limit[i] {
+				active--
+			}
+			next[i] = int32(tok)
+		}
+		if active == 0 {
+			return samples, nil
+		}
+		args := []any{tensors.FromFlatDataAndDimensions(next, B), tensors.FromScalar(int32(P + step)), padT}
+		for _, c := range cache {
+			d, err := DonateTensorBuffer(c, m.backend, compute.DeviceNum(0))
+			if err != nil {
+				return nil, fmt.Errorf("model: Generate: %w", err)
+			}
+			args = append(args, d)
+		}
+		out, err := call(m.decodeExec(), params, args...)
+		if err != nil {
+			return nil, err
+		}
+		logits, cache = out[0], out[1:]
+	}
+}
+
+func (m *Model) checkGenerate(prompts [][]int, opt SampleOptions) error {
+	switch {
+	case len(prompts) == 0:
+		return fmt.Errorf("model: Generate: no prompts")
+	case opt.MaxNewTokens <= 0:
+		return fmt.Errorf("model: Generate: MaxNewTokens is %d, want > 0", opt.MaxNewTokens)
+	case opt.Temperature < 0 || math.IsNaN(opt.Temperature):
+		return fmt.Errorf("model: Generate: Temperature is %v, want ≥ 0", opt.Temperature)
+	case opt.TopP < 0 || opt.TopP > 1 || math.IsNaN(opt.TopP):
+		return fmt.Errorf("model: Generate: TopP is %v, want within [0,1]", opt.TopP)
+	case opt.TopK < 0:
+		return fmt.Errorf("model: Generate: TopK is %d, want ≥ 0", opt.TopK)
+	}
+	for i, p := range prompts {
+		if len(p) == 0 || len(p) >= m.cfg.MaxSeq {
+			return fmt.Errorf("model: Generate: prompt %d has %d tokens, want 1 to %d", i, len(p), m.cfg.MaxSeq-1)
+		}
+		for j, t := range p {
+			if t < 0 || t >= m.cfg.Vocab {
+				return fmt.Errorf("model: Generate: prompt %d token %d is %d, outside the vocabulary [0,%d)", i, j, t, m.cfg.Vocab)
+			}
+		}
+	}
+	return nil
+}
+
+// prefillExec runs left-padded prompts [B,P] (pad [B] padding slots each) and
+// returns the last position's logits [B,V] and the key/value caches, 2 per
+// layer, [B,KVH,S,Dh] with S the length of the third input.
+func (m *Model) prefillExec() *Exec {
+	return m.exec("prefill", func(n *net, in []*Node) []*Node {
+		tokens, pad, slots := in[0], in[1], in[2]
+		g := tokens.Graph()
+		B, P, S := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1], slots.Shape().Dimensions[0]
+		h, kv := n.forward(tokens, newAttention(Iota(g, shapes.Make(dtypes.Int32, P), 0), pad, P))
+		last := Slice(h, AxisRange(), AxisRange(P-1, P))
+		out := []*Node{Reshape(n.head(last), B, n.cfg.Vocab)}
+		zero := ScalarZero(g, h.DType())
+		for _, c := range kv {
+			out = append(out, Pad(c, zero, compute.PadAxis{}, compute.PadAxis{}, compute.PadAxis{End: S - P}, compute.PadAxis{}))
+		}
+		return out
+	})
+}
+
+// decodeExec feeds one token per row [B] at cache slot (a scalar) and returns
+// the next logits [B,V] and the updated caches.
+func (m *Model) decodeExec() *Exec {
+	return m.exec("decode", func(n *net, in []*Node) []*Node {
+		tok, slot, pad, cache := in[0], in[1], in[2], in[3:]
+		B, S := tok.Shape().Dimensions[0], cache[0].Shape().Dimensions[2]
+		at := newAttention(Reshape(slot, 1), pad, S)
+		at.cache, at.slot = cache, slot
+		h, kv := n.forward(Reshape(tok, B, 1), at)
+		return append([]*Node{Reshape(n.head(h), B, n.cfg.Vocab)}, kv...)
+	})
+}
+
+// pick chooses the next token from one row of logits and returns it with its
+// log-probability under the unfiltered, temperature-1 distribution.
+func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
+	lse := logSumExp(logits)
+	if opt.Greedy {
+		best := 0
+		for i, x := range logits {
+			if x > logits[best] {
+				best = i
+			}
+		}
+		return best, logits[best] - lse
+	}
+	temp := opt.Temperature
+	if temp == 0 {
+		temp = 1
+	}
+	// Candidates in decreasing logit order when filtering, else all tokens.
+	cand := make([]int, len(logits))
+	for i := range cand {
+		cand[i] = i
+	}
+	filter := (opt.TopK > 0 && opt.TopK < len(logits)) || (opt.TopP > 0 && opt.TopP < 1)
+	if filter {
+		slices.SortStableFunc(cand, func(a, b int) int {
+			switch {
+			case logits[a] > logits[b]:
+				return -1
+			case logits[a] < logits[b]:
+				return 1
+			}
+			return 0
+		})
+		if opt.TopK > 0 && opt.TopK < len(cand) {
+			cand = cand[:opt.TopK]
+		}
+	}
+	top := logits[cand[0]]
+	for _, c := range cand {
+		top = max(top, logits[c])
+	}
+	w := make([]float64, len(cand))
+	total := 0.0
+	for i, c := range cand {
+		w[i] = math.Exp((logits[c] - top) / temp)
+		total += w[i]
+	}
+	if opt.TopP > 0 && opt.TopP < 1 {
+		mass := 0.0
+		for i := range w {
+			mass += w[i]
+			if mass >= opt.TopP*total {
+				cand, w, total = cand[:i+1], w[:i+1], mass
+				break
+			}
+		}
+	}
+	u := rng.Float64() * total
+	chosen := cand[len(cand)-1]
+	for i, c := range cand {
+		u -= w[i]
+		if u < 0 {
+			chosen = c
+			break
+		}
+	}
+	return chosen, logits[chosen] - lse
+}
+
+// logSumExp is log Σ exp(x), computed stably.
+func logSumExp(x []float64) float64 {
+	top := math.Inf(-1)
+	for _, v := range x {
+		top = max(top, v)
+	}
+	s := 0.0
+	for _, v := range x {
+		s += math.Exp(v - top)
+	}
+	return top + math.Log(s)
+}

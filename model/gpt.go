@@ -1,0 +1,36 @@
+package model
+
+import (
+	"fmt"
+
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
+)
+
+// gptBlock is one pre-norm GPT-2 block:
+//
+//	x = x + c_proj(attention(c_attn(ln_1(x))))
+//	x = x + mlp.c_proj(act(mlp.c_fc(ln_2(x))))
+//
+// The linear layers are GPT-2 "Conv1D"s: weight [in,out], y = x·W + b.
+func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
+	p := fmt.Sprintf("h.%d.", l)
+	c := n.cfg
+	B, T := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
+
+	h := layerNorm(x, n.p(p+"ln_1.weight"), n.p(p+"ln_1.bias"), c.NormEps)
+	qkv := conv1D(h, n.p(p+"attn.c_attn.weight"), n.p(p+"attn.c_attn.bias")) // [B,T,3D]: q | k | v
+	qkv = TransposeAllDims(Reshape(qkv, B, T, 3, c.Heads, c.HeadDim()), 2, 0, 3, 1, 4)
+	part := func(i int) *Node { return Squeeze(Slice(qkv, AxisRange(i, i+1)), 0) } // [B,H,T,Dh]
+	a, k, v := n.attend(l, part(0), part(1), part(2), at)
+	x = Add(x, conv1D(a, n.p(p+"attn.c_proj.weight"), n.p(p+"attn.c_proj.bias")))
+
+	h = layerNorm(x, n.p(p+"ln_2.weight"), n.p(p+"ln_2.bias"), c.NormEps)
+	h = activate(c.Activation, conv1D(h, n.p(p+"mlp.c_fc.weight"), n.p(p+"mlp.c_fc.bias")))
+	return Add(x, conv1D(h, n.p(p+"mlp.c_proj.weight"), n.p(p+"mlp.c_proj.bias"))), k, v
+}
+
+// conv1D is GPT-2's linear layer: x [...,in] · w [in,out] + b [out].
+func conv1D(x, w, b *Node) *Node {
+	y := DotGeneral(x, []int{x.Rank() - 1}, nil, w, []int{0}, nil)
+	return Add(y, lastAxis(b, y))
+}

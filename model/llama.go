@@ -1,0 +1,76 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gomlx/compute/dtypes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
+	"github.com/gomlx/gomlx/ml/layers/activation"
+)
+
+// llamaBlock is one pre-norm Llama/Qwen2 block:
+//
+//	q, k, v = rope(q_proj(h)), rope(k_proj(h)), v_proj(h)   with h = input_layernorm(x)
+//	x = x + o_proj(attention(q, k, v))
+//	x = x + down_proj(silu(gate_proj(h)) ⊙ up_proj(h))      with h = post_attention_layernorm(x)
+//
+// The linear layers are torch.nn.Linear: weight [out,in], y = x·Wᵀ (+ b).
+func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
+	p := fmt.Sprintf("model.layers.%d.", l)
+	c := n.cfg
+	a := p + "self_attn."
+
+	h := rmsNorm(x, n.p(p+"input_layernorm.weight"), c.NormEps)
+	q := headsFirst(linear(h, n.p(a+"q_proj.weight"), n.optional(a+"q_proj.bias")), c.Heads)
+	k = headsFirst(linear(h, n.p(a+"k_proj.weight"), n.optional(a+"k_proj.bias")), c.KVHeads)
+	v = headsFirst(linear(h, n.p(a+"v_proj.weight"), n.optional(a+"v_proj.bias")), c.KVHeads)
+	cos, sin := n.rotary(at, q)
+	att, k, v := n.attend(l, rotate(q, cos, sin), rotate(k, cos, sin), v, at)
+	x = Add(x, linear(att, n.p(a+"o_proj.weight"), n.optional(a+"o_proj.bias")))
+
+	h = rmsNorm(x, n.p(p+"post_attention_layernorm.weight"), c.NormEps)
+	gate := activation.Swish(linear(h, n.p(p+"mlp.gate_proj.weight"), nil))
+	h = Mul(gate, linear(h, n.p(p+"mlp.up_proj.weight"), nil))
+	return Add(x, linear(h, n.p(p+"mlp.down_proj.weight"), nil)), k, v
+}
+
+// linear is torch.nn.Linear: x [...,in] · w[out,in]ᵀ (+ b [out]).
+func linear(x, w, b *Node) *Node {
+	y := DotGeneral(x, []int{x.Rank() - 1}, nil, w, []int{1}, nil)
+	if b != nil {
+		y = Add(y, lastAxis(b, y))
+	}
+	return y
+}
+
+// rotary returns the cos and sin tables [B,1,T,Dh] of the queries' positions,
+// Hugging Face's default RoPE: inv_freq[i] = θ^(−2i/Dh) for i < Dh/2, angle =
+// position·inv_freq, and both halves of the head share the angles.
+func (n *net) rotary(at *attention, like *Node) (cos, sin *Node) {
+	if at.cos == nil {
+		dh := n.cfg.HeadDim()
+		invFreq := make([]float64, dh/2)
+		for i := range invFreq {
+			invFreq[i] = 1 / math.Pow(n.cfg.RopeTheta, float64(2*i)/float64(dh))
+		}
+		B, T := at.pos.Shape().Dimensions[0], at.pos.Shape().Dimensions[1]
+		g := like.Graph()
+		// The angle is computed in float32 as Hugging Face does, then cast.
+		f := ConvertDType(Const(g, invFreq), dtypes.Float32)
+		angle := Mul(ConvertDType(Reshape(at.pos, B, 1, T, 1), dtypes.Float32), Reshape(f, 1, 1, 1, dh/2))
+		angle = Concatenate([]*Node{angle, angle}, -1)
+		at.cos = ConvertDType(Cos(angle), like.DType())
+		at.sin = ConvertDType(Sin(angle), like.DType())
+	}
+	return at.cos, at.sin
+}
+
+// rotate applies rotary embeddings to x [B,heads,T,Dh]:
+// x·cos + rotate_half(x)·sin, rotate_half(x) = (−x₂, x₁) for halves x₁, x₂.
+func rotate(x, cos, sin *Node) *Node {
+	half := x.Shape().Dimensions[3] / 2
+	x1, x2 := Slice(x, AxisRange(), AxisRange(), AxisRange(), AxisRange(0, half)), Slice(x, AxisRange(), AxisRange(), AxisRange(), AxisRange(half))
+	rot := Concatenate([]*Node{Neg(x2), x1}, -1)
+	return Add(Mul(x, cos), Mul(rot, sin))
+}

@@ -1,0 +1,188 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// maxCompiledShapes bounds the graphs each Exec compiles (one per distinct
+// tuple of input shapes). Length and batch buckets keep the real number far
+// below it; GoMLX's default of 32 would be too tight for scoring, prefill and
+// decoding across all buckets.
+const maxCompiledShapes = 512
+
+// ErrNonFinite is wrapped by Trainer.Apply's error when a gradient holds a
+// NaN or an infinity; the step is then not applied.
+var ErrNonFinite = errors.New("model: non-finite gradient")
+
+// Model is one decoder-only transformer: its config and its parameters,
+// which live on the backend. Score and Generate may run concurrently; a
+// Trainer's Apply swaps in new parameters between them.
+type Model struct {
+	cfg     Config
+	backend compute.Backend
+	dtype   dtypes.DType
+	specs   []paramSpec
+
+	mu     sync.RWMutex
+	params []*tensors.Tensor
+
+	execMu sync.Mutex
+	execs  map[string]*Exec
+}
+
+// New returns a model with freshly initialized weights: normal(0, 0.02)
+// matrices and embeddings (residual output projections scaled by 1/√(2·Layers),
+// as GPT-2 does), zero biases and unit norm gains, drawn from a generator
+// seeded with seed.
+func New(b compute.Backend, cfg Config, seed int64) (*Model, error) {
+	return newModel(b, cfg, seed, dtypes.Float32)
+}
+
+func newModel(b compute.Backend, cfg Config, seed int64, dtype dtypes.DType) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := blankModel(b, cfg.Normalized(), dtype)
+	for i, v := range initialValues(m.specs, seed) {
+		m.params[i] = tensorFrom(dtype, v, m.specs[i].shape)
+	}
+	return m, nil
+}
+
+// blankModel returns a model of a validated, normalized config with no
+// parameter values yet.
+func blankModel(b compute.Backend, cfg Config, dtype dtypes.DType) *Model {
+	specs := cfg.paramSpecs()
+	return &Model{cfg: cfg, backend: b, dtype: dtype, specs: specs,
+		params: make([]*tensors.Tensor, len(specs)), execs: map[string]*Exec{}}
+}
+
+// Config returns the model's normalized config.
+func (m *Model) Config() Config { return m.cfg }
+
+// NumParams is the number of scalar parameters (a tied LM head counts once).
+func (m *Model) NumParams() int64 {
+	var n int64
+	for _, s := range m.specs {
+		n += int64(s.size())
+	}
+	return n
+}
+
+// Clone returns an independent copy of the model with the same weights, for
+// instance the frozen reference model of a KL penalty.
+func (m *Model) Clone() (*Model, error) {
+	c := blankModel(m.backend, m.cfg, m.dtype)
+	for i, p := range m.snapshot() {
+		t, err := p.LocalClone()
+		if err != nil {
+			return nil, fmt.Errorf("model: clone %s: %w", m.specs[i].name, err)
+		}
+		c.params[i] = t
+	}
+	return c, nil
+}
+
+// snapshot returns the current parameter tensors. They are never modified in
+// place, so the caller may use them while a Trainer installs new ones.
+func (m *Model) snapshot() []*tensors.Tensor {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.params
+}
+
+func (m *Model) install(params []*tensors.Tensor) {
+	m.mu.Lock()
+	m.params = params
+	m.mu.Unlock()
+}
+
+// exec returns the named Exec, building it on first use. fn receives the
+// network (parameters bound to the first inputs) and the remaining inputs.
+func (m *Model) exec(name string, fn func(n *net, in []*Node) []*Node) *Exec {
+	np := len(m.specs)
+	return m.rawExec(name, func(in []*Node) []*Node {
+		return fn(newNet(m.cfg, m.specs, in[:np]), in[np:])
+	})
+}
+
+// rawExec returns the named Exec of a graph function of plain inputs.
+func (m *Model) rawExec(name string, fn func(in []*Node) []*Node) *Exec {
+	m.execMu.Lock()
+	defer m.execMu.Unlock()
+	if e, ok := m.execs[name]; ok {
+		return e
+	}
+	e, err := NewExec(m.backend, fn)
+	if err != nil {
+		panic(fmt.Sprintf("model: build %s exec: %v", name, err)) // only a wrong graph-function signature gets here
+	}
+	e = e.WithName(name).SetMaxCache(maxCompiledShapes)
+	m.execs[name] = e
+	return e
+}
+
+// call runs an Exec on params followed by extra inputs.
+func call(e *Exec, params []*tensors.Tensor, extra ...any) ([]*tensors.Tensor, error) {
+	args := make([]any, 0, len(params)+len(extra))
+	for _, p := range params {
+		args = append(args, p)
+	}
+	args = append(args, extra...)
+	out, err := e.Call(args...)
+	if err != nil {
+		return nil, fmt.Errorf("model: run %s: %w", e.Name(), err)
+	}
+	return out, nil
+}
+
+// tensorFrom builds a tensor of dtype from float64 values.
+func tensorFrom(dtype dtypes.DType, v []float64, shape []int) *tensors.Tensor {
+	if dtype == dtypes.Float64 {
+		return tensors.FromFlatDataAndDimensions(append([]float64(nil), v...), shape...)
+	}
+	f := make([]float32, len(v))
+	for i, x := range v {
+		f[i] = float32(x)
+	}
+	return tensors.FromFlatDataAndDimensions(f, shape...)
+}
+
+// float64s copies a float32 or float64 tensor's values.
+func float64s(t *tensors.Tensor) []float64 {
+	switch t.DType() {
+	case dtypes.Float64:
+		return tensors.MustCopyFlatData[float64](t)
+	case dtypes.Float32:
+		f := tensors.MustCopyFlatData[float32](t)
+		v := make([]float64, len(f))
+		for i, x := range f {
+			v[i] = float64(x)
+		}
+		return v
+	}
+	panic(fmt.Sprintf("model: unexpected dtype %s", t.DType()))
+}
+
+// float32s copies a float32 or float64 tensor's values as float32.
+func float32s(t *tensors.Tensor) []float32 {
+	if t.DType() == dtypes.Float32 {
+		return tensors.MustCopyFlatData[float32](t)
+	}
+	v := float64s(t)
+	f := make([]float32, len(v))
+	for i, x := range v {
+		f[i] = float32(x)
+	}
+	return f
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }

@@ -1,0 +1,257 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
+	"github.com/gomlx/gomlx/core/tensors"
+)
+
+// OptimizerConfig configures AdamW. Zero Beta1, Beta2 and Epsilon mean the
+// defaults 0.9, 0.999 and 1e-8; MaxGradNorm ≤ 0 turns clipping off.
+type OptimizerConfig struct {
+	LearningRate float64 // used by Apply when its learningRate argument is ≤ 0
+	WeightDecay  float64 // decoupled decay of matrices and embeddings (not biases or norm gains)
+	Beta1, Beta2 float64
+	Epsilon      float64
+	MaxGradNorm  float64 // clip the global gradient norm to this
+}
+
+func (o OptimizerConfig) normalized() OptimizerConfig {
+	if o.Beta1 == 0 {
+		o.Beta1 = 0.9
+	}
+	if o.Beta2 == 0 {
+		o.Beta2 = 0.999
+	}
+	if o.Epsilon == 0 {
+		o.Epsilon = 1e-8
+	}
+	return o
+}
+
+// Trainer accumulates gradients of a model over micro-batches and applies
+// AdamW steps to it. The step, per parameter p with accumulated gradient g:
+//
+//	g ← g·min(1, MaxGradNorm/(‖g‖+1e-6))      (‖·‖ over all parameters)
+//	m ← β₁m + (1−β₁)g,  v ← β₂v + (1−β₂)g²
+//	p ← p − lr·wd·p − lr·(m/(1−β₁ᵗ)) / (√(v/(1−β₂ᵗ)) + ε)
+//
+// which is PyTorch's AdamW with clip_grad_norm_. A Trainer is not safe for
+// concurrent use.
+type Trainer struct {
+	m    *Model
+	opt  OptimizerConfig
+	acc  []*tensors.Tensor // accumulated gradient; nil when empty
+	mom  []*tensors.Tensor // first moments
+	vel  []*tensors.Tensor // second moments
+	step int64
+}
+
+// NewTrainer returns a trainer for m with zero moments.
+func NewTrainer(m *Model, opt OptimizerConfig) (*Trainer, error) {
+	opt = opt.normalized()
+	for _, f := range []struct {
+		name string
+		v    float64
+		ok   bool
+	}{
+		{"LearningRate", opt.LearningRate, opt.LearningRate >= 0},
+		{"WeightDecay", opt.WeightDecay, opt.WeightDecay >= 0},
+		{"Beta1", opt.Beta1, opt.Beta1 > 0 && opt.Beta1 < 1},
+		{"Beta2", opt.Beta2, opt.Beta2 > 0 && opt.Beta2 < 1},
+		{"Epsilon", opt.Epsilon, opt.Epsilon > 0},
+		{"MaxGradNorm", opt.MaxGradNorm, !math.IsNaN(opt.MaxGradNorm)},
+	} {
+		if !f.ok || math.IsNaN(f.v) {
+			return nil, fmt.Errorf("model: optimizer config: field %s is %v, out of range", f.name, f.v)
+		}
+	}
+	t := &Trainer{m: m, opt: opt}
+	t.mom, t.vel = t.zeros(), t.zeros()
+	return t, nil
+}
+
+func (t *Trainer) zeros() []*tensors.Tensor {
+	z := make([]*tensors.Tensor, len(t.m.specs))
+	for i, s := range t.m.specs {
+		z[i] = tensorFrom(t.m.dtype, make([]float64, s.size()), s.shape)
+	}
+	return z
+}
+
+// Step is the number of steps applied so far.
+func (t *Trainer) Step() int64 { return t.step }
+
+// Accumulate adds to the accumulated gradient the gradient of the surrogate
+// Σ_b Σ_t weights[b][t]·lp[b][t], where lp[b][t] is the log-prob of
+// seqs[b].Response[t] (weights[b] has one entry per response token), and
+// returns the lp it computed. With weights = dLoss/dlp the accumulated
+// gradient is dLoss/dθ; for supervised cross-entropy, weights are
+// −1/(number of tokens).
+func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]float32) ([][]float32, error) {
+	if err := t.m.checkSequences(seqs); err != nil {
+		return nil, err
+	}
+	if len(weights) != len(seqs) {
+		return nil, fmt.Errorf("model: Accumulate: %d weight rows for %d sequences", len(weights), len(seqs))
+	}
+	for i, w := range weights {
+		if len(w) != len(seqs[i].Response) {
+			return nil, fmt.Errorf("model: Accumulate: sequence %d has %d response tokens but %d weights",
+				i, len(seqs[i].Response), len(w))
+		}
+	}
+	np := len(t.m.specs)
+	params := t.m.snapshot()
+	lp := make([][]float64, len(seqs))
+	for _, rows := range planChunks(inputLengths(seqs), t.m.cfg.Vocab) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b := packSequences(seqs, rows, weights)
+		args := []any{b.tokens, b.targets, b.weights}
+		e := t.m.gradExec()
+		if t.acc != nil {
+			e = t.m.accumulateExec()
+			for _, a := range t.acc {
+				d, err := DonateTensorBuffer(a, t.m.backend, compute.DeviceNum(0))
+				if err != nil {
+					return nil, fmt.Errorf("model: Accumulate: %w", err)
+				}
+				args = append(args, d)
+			}
+			t.acc = nil // donated: gone even if the call fails
+		}
+		out, err := call(e, params, args...)
+		if err != nil {
+			return nil, err
+		}
+		t.acc = out[:np]
+		b.unpack(float64s(out[np]), lp)
+	}
+	return to32(lp), nil
+}
+
+// surrogateGrads returns the gradients of Σ weights·lp with respect to every
+// parameter, and lp [B,T].
+func surrogateGrads(n *net, tokens, targets, weights *Node) (grads []*Node, lp *Node) {
+	lp, _ = tokenLogProbs(n.head(fullSequence(n, tokens)), targets, false)
+	surrogate := ReduceAllSum(Mul(ConvertDType(weights, lp.DType()), lp))
+	return Gradient(surrogate, n.params...), lp
+}
+
+// gradExec: tokens, targets, weights → gradients…, lp.
+func (m *Model) gradExec() *Exec {
+	return m.exec("grad", func(n *net, in []*Node) []*Node {
+		grads, lp := surrogateGrads(n, in[0], in[1], in[2])
+		return append(grads, lp)
+	})
+}
+
+// accumulateExec: tokens, targets, weights, accumulated gradients… →
+// accumulated + new gradients…, lp.
+func (m *Model) accumulateExec() *Exec {
+	return m.exec("accumulate", func(n *net, in []*Node) []*Node {
+		grads, lp := surrogateGrads(n, in[0], in[1], in[2])
+		for i, a := range in[3:] {
+			grads[i] = Add(a, grads[i])
+		}
+		return append(grads, lp)
+	})
+}
+
+// Apply takes one AdamW step with the accumulated gradient at learningRate
+// (the config's LearningRate if ≤ 0), clears the accumulator and returns the
+// global gradient norm before clipping. If the gradient holds a NaN or an
+// infinity, it returns an error wrapping ErrNonFinite, leaves the parameters
+// and moments untouched and still clears the accumulator.
+func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if t.acc == nil {
+		return 0, fmt.Errorf("model: Apply: no gradient accumulated since the last step")
+	}
+	if learningRate <= 0 {
+		learningRate = t.opt.LearningRate
+	}
+	acc := t.acc
+	t.acc = nil
+	out, err := call(t.m.normExec(), acc)
+	if err != nil {
+		return 0, err
+	}
+	norm := float64s(out[0])[0]
+	if !finite(norm) {
+		return norm, fmt.Errorf("model: Apply at step %d: gradient norm is %v: %w", t.step+1, norm, ErrNonFinite)
+	}
+	scale := 1.0
+	if t.opt.MaxGradNorm > 0 {
+		scale = min(1, t.opt.MaxGradNorm/(norm+1e-6))
+	}
+	step := t.step + 1
+	bc1 := 1 - math.Pow(t.opt.Beta1, float64(step))
+	bc2 := 1 - math.Pow(t.opt.Beta2, float64(step))
+	scalar := func(v float64) *tensors.Tensor {
+		if t.m.dtype == dtypes.Float64 {
+			return tensors.FromScalar(v)
+		}
+		return tensors.FromScalar(float32(v))
+	}
+	args := []any{scalar(learningRate), scalar(scale), scalar(bc1), scalar(bc2)}
+	for _, group := range [][]*tensors.Tensor{acc, t.mom, t.vel} {
+		for _, x := range group {
+			d, err := DonateTensorBuffer(x, t.m.backend, compute.DeviceNum(0))
+			if err != nil {
+				return 0, fmt.Errorf("model: Apply: %w", err)
+			}
+			args = append(args, d)
+		}
+	}
+	np := len(t.m.specs)
+	out, err = call(t.m.adamExec(t.opt), t.m.snapshot(), args...)
+	if err != nil {
+		return 0, err
+	}
+	t.m.install(out[:np])
+	t.mom, t.vel = out[np:2*np], out[2*np:]
+	t.step = step
+	return norm, nil
+}
+
+// normExec: gradients… → ‖g‖ (global L2 norm).
+func (m *Model) normExec() *Exec {
+	return m.rawExec("norm", func(grads []*Node) []*Node {
+		sq := ReduceAllSum(Square(grads[0]))
+		for _, g := range grads[1:] {
+			sq = Add(sq, ReduceAllSum(Square(g)))
+		}
+		return []*Node{Sqrt(sq)}
+	})
+}
+
+// adamExec: lr, clip scale, 1−β₁ᵗ, 1−β₂ᵗ, gradients…, m…, v… → params…, m…, v….
+func (m *Model) adamExec(o OptimizerConfig) *Exec {
+	return m.exec(fmt.Sprintf("adamw%+v", o), func(n *net, in []*Node) []*Node {
+		np := len(n.params)
+		lr, scale, bc1, bc2 := in[0], in[1], in[2], in[3]
+		grads, mom, vel := in[4:4+np], in[4+np:4+2*np], in[4+2*np:]
+		params := make([]*Node, np)
+		for i, p := range n.params {
+			g := Mul(grads[i], scale)
+			mom[i] = Add(MulScalar(mom[i], o.Beta1), MulScalar(g, 1-o.Beta1))
+			vel[i] = Add(MulScalar(vel[i], o.Beta2), MulScalar(Square(g), 1-o.Beta2))
+			update := Div(Div(mom[i], bc1), AddScalar(Sqrt(Div(vel[i], bc2)), o.Epsilon))
+			if m.specs[i].decay && o.WeightDecay > 0 {
+				p = Sub(p, Mul(MulScalar(p, o.WeightDecay), lr))
+			}
+			params[i] = Sub(p, Mul(update, lr))
+		}
+		return append(append(params, mom...), vel...)
+	})
+}

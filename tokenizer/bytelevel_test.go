@@ -32,16 +32,16 @@ func TestLossyUTF8(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"", ""},
 		{"héllo 日本 😀", "héllo 日本 😀"},
-		{"\xff\xfe", "\uFFFD\uFFFD"},                  // two invalid bytes, two replacements
-		{"a\xe4\xb8b", "a\uFFFDb"},                    // truncated 3-byte sequence is one maximal subpart
-		{"\xf0\x9f\x98", "\uFFFD"},                    // truncated emoji
-		{"\xf0\x9f\x98!", "\uFFFD!"},                  // truncated emoji followed by ASCII
-		{"\xed\xa0\x80", "\uFFFD\uFFFD\uFFFD"},        // surrogate: ED alone, then two stray continuations
-		{"\xe0\x80\x80", "\uFFFD\uFFFD\uFFFD"},        // overlong
-		{"\xc0\xaf", "\uFFFD\uFFFD"},                  // invalid lead byte
+		{"\xff\xfe", "\uFFFD\uFFFD"},                     // two invalid bytes, two replacements
+		{"a\xe4\xb8b", "a\uFFFDb"},                       // truncated 3-byte sequence is one maximal subpart
+		{"\xf0\x9f\x98", "\uFFFD"},                       // truncated emoji
+		{"\xf0\x9f\x98!", "\uFFFD!"},                     // truncated emoji followed by ASCII
+		{"\xed\xa0\x80", "\uFFFD\uFFFD\uFFFD"},           // surrogate: ED alone, then two stray continuations
+		{"\xe0\x80\x80", "\uFFFD\uFFFD\uFFFD"},           // overlong
+		{"\xc0\xaf", "\uFFFD\uFFFD"},                     // invalid lead byte
 		{"\xf4\x90\x80\x80", "\uFFFD\uFFFD\uFFFD\uFFFD"}, // above U+10FFFF
-		{"\xe2\x82", "\uFFFD"},                        // truncated at end
-		{"x\x80y", "x\uFFFDy"},                        // stray continuation
+		{"\xe2\x82", "\uFFFD"},                           // truncated at end
+		{"x\x80y", "x\uFFFDy"},                           // stray continuation
 	} {
 		if got := lossyUTF8([]byte(tc.in)); got != tc.want {
 			t.Errorf("lossyUTF8(%q) = %q, want %q", tc.in, got, tc.want)
@@ -52,7 +52,7 @@ func TestLossyUTF8(t *testing.T) {
 func TestAppendByteLevelToken(t *testing.T) {
 	for _, tc := range []struct{ tok, want string }{
 		{"Ġhello", " hello"},
-		{"ÃĥÃ©", "Ãé"}, // bytes C3 83 C3 A9
+		{"ÃĥÃ©", "Ãé"},                   // bytes C3 83 C3 A9
 		{"<|im_start|>", "<|im_start|>"}, // printable ASCII maps to itself
 		{"日本", "日本"},                     // runes outside the alphabet: the token's own bytes
 	} {

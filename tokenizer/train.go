@@ -86,7 +86,9 @@ type trainWord struct {
 // tokens in the text are cut out, as Encode does.
 func countWords(ctx context.Context, corpus, specials []string, ids map[string]int32) ([]trainWord, error) {
 	specials = append([]string(nil), specials...)
-	sort.Slice(specials, func(i, j int) bool { return len(specials[i]) > len(specials[j]) || len(specials[i]) == len(specials[j]) && specials[i] < specials[j] })
+	sort.Slice(specials, func(i, j int) bool {
+		return len(specials[i]) > len(specials[j]) || len(specials[i]) == len(specials[j]) && specials[i] < specials[j]
+	})
 	counts := make(map[string]int64)
 	var pieces []string
 	for i, doc := range corpus {

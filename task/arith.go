@@ -75,6 +75,13 @@ func (a *Arith) Extract(response string) (string, bool) {
 	return canonicalInt(s)
 }
 
+// Equal reports whether two extracted answers are the same integer.
+func (a *Arith) Equal(x, y string) bool {
+	cx, okx := canonicalInt(x)
+	cy, oky := canonicalInt(y)
+	return okx && oky && cx == cy
+}
+
 // Reward is 1 when the final answer equals p.Answer as an integer, else
 // FormatWeight when the final answer line holds an integer, else 0.
 func (a *Arith) Reward(p Problem, response string) float64 {

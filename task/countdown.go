@@ -63,6 +63,12 @@ func (c *Countdown) Extract(response string) (string, bool) {
 	return strings.Join(strings.Fields(s), ""), true
 }
 
+// Equal reports whether two extracted expressions are the same text up to
+// spaces. (Different correct expressions are different answers.)
+func (c *Countdown) Equal(x, y string) bool {
+	return strings.Join(strings.Fields(x), "") == strings.Join(strings.Fields(y), "")
+}
+
 // Reward is 1 when the final answer is an expression over p's numbers whose
 // value is p's target; FormatWeight when it is a valid expression over the
 // numbers with another value; else 0.

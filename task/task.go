@@ -61,12 +61,15 @@ type Sized interface {
 }
 
 // Extractor is implemented by tasks that can pull a final answer out of a
-// response in a canonical form, so that answers can be compared or voted on
-// (see package evalmetric).
+// response and compare answers, so that answers can be voted on (see
+// evalmetric.MajorityAtK).
 type Extractor interface {
 	Task
 	// Extract returns the response's final answer and whether it found one.
 	Extract(response string) (answer string, ok bool)
+	// Equal reports whether two extracted answers are the same answer
+	// (for math, "0.5" and "\frac{1}{2}").
+	Equal(a, b string) bool
 }
 
 // Len returns the number of problems in split and whether that number is

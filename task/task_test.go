@@ -392,3 +392,25 @@ func TestParseCountdown(t *testing.T) {
 		}
 	}
 }
+
+func TestEqual(t *testing.T) {
+	arith := mustNew(t, "arith", Options{}).(Extractor)
+	cd := mustNew(t, "countdown", Options{}).(Extractor)
+	tests := []struct {
+		x    Extractor
+		a, b string
+		want bool
+	}{
+		{arith, "85", "085", true},
+		{arith, "-0", "0", true},
+		{arith, "85", "86", false},
+		{arith, "x", "x", false},
+		{cd, "(3+5)*8", "( 3+5 ) * 8", true},
+		{cd, "(3+5)*8", "8*(3+5)", false},
+	}
+	for _, tt := range tests {
+		if got := tt.x.Equal(tt.a, tt.b); got != tt.want {
+			t.Errorf("%s.Equal(%q, %q) = %v, want %v", tt.x.Name(), tt.a, tt.b, got, tt.want)
+		}
+	}
+}

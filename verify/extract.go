@@ -1,0 +1,100 @@
+package verify
+
+import (
+	"regexp"
+	"strings"
+)
+
+// MaxResponseLen bounds the part of a response searched for an answer; only
+// the last MaxResponseLen bytes of a longer response are examined.
+const MaxResponseLen = 1 << 20
+
+var (
+	answerIsRe  = regexp.MustCompile(`(?i)(?:final answer|the answer)\s*(?:is|:)\s*:?`)
+	lastNumRe   = regexp.MustCompile(`-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|-?\.\d+`)
+	mathSpanRe  = regexp.MustCompile(`^\$+([^$]+)\$+`)
+	sentenceEnd = regexp.MustCompile(`\.(\s|$)`)
+)
+
+// Extract returns the final answer in a model's response, trying in order:
+// the last \boxed{...} or \fbox{...} (braces matched), the text after the last
+// "the answer is" / "final answer:", the number after GSM8K's "####", and
+// the last number. ok is false when none is found.
+func Extract(response string) (answer string, ok bool) {
+	defer func() {
+		if recover() != nil {
+			answer, ok = "", false
+		}
+	}()
+	if len(response) > MaxResponseLen {
+		response = response[len(response)-MaxResponseLen:]
+	}
+	if a, ok := lastBoxed(response); ok {
+		return a, true
+	}
+	if locs := answerIsRe.FindAllStringIndex(response, -1); locs != nil {
+		if a := answerAfter(response[locs[len(locs)-1][1]:]); a != "" {
+			return a, true
+		}
+	}
+	if k := strings.LastIndex(response, "####"); k >= 0 {
+		rest := strings.TrimSpace(response[k+4:])
+		if line, _, _ := strings.Cut(rest, "\n"); strings.TrimSpace(line) != "" {
+			return strings.TrimSpace(line), true
+		}
+	}
+	if nums := lastNumRe.FindAllString(response, -1); nums != nil {
+		return nums[len(nums)-1], true
+	}
+	return "", false
+}
+
+// lastBoxed returns the content of the last well-formed \boxed or \fbox.
+func lastBoxed(s string) (string, bool) {
+	end := len(s)
+	for end > 0 {
+		kb := strings.LastIndex(s[:end], `\boxed`)
+		kf := strings.LastIndex(s[:end], `\fbox`)
+		k, n := kb, len(`\boxed`)
+		if kf > kb {
+			k, n = kf, len(`\fbox`)
+		}
+		if k < 0 {
+			return "", false
+		}
+		rest := s[k+n:]
+		trimmed := strings.TrimLeft(rest, " ")
+		switch {
+		case strings.HasPrefix(trimmed, "{"):
+			open := k + n + len(rest) - len(trimmed)
+			if close := matchBrace(s, open); close > open {
+				if a := strings.TrimSpace(s[open+1 : close]); a != "" {
+					return a, true
+				}
+			}
+		case len(trimmed) < len(rest) && trimmed != "":
+			// "\boxed 5": the argument runs to the next space or $.
+			stop := strings.IndexAny(trimmed, " $\n")
+			if stop < 0 {
+				stop = len(trimmed)
+			}
+			return trimmed[:stop], true
+		}
+		end = k
+	}
+	return "", false
+}
+
+// answerAfter takes the answer from the text following "the answer is": a
+// leading $...$ span, else the text up to the end of the sentence or line.
+func answerAfter(rest string) string {
+	rest = strings.TrimSpace(rest)
+	if m := mathSpanRe.FindStringSubmatch(rest); m != nil {
+		return strings.TrimSpace(m[1])
+	}
+	line, _, _ := strings.Cut(rest, "\n")
+	if loc := sentenceEnd.FindStringIndex(line); loc != nil {
+		line = line[:loc[0]]
+	}
+	return strings.TrimSpace(line)
+}

@@ -159,9 +159,9 @@ func TestTokenizersJSAgrees(t *testing.T) {
 		"a<|endoftext|>b<|endoftext|><|endoftext|>",
 		"  two  spaces\n\n\nthree newlines \t tab\u00a0nbsp\u3000ideographic",
 		"'s 'S 'll 'LL it'S you'RE \"quoted\" (paren)\n",
-		"cafe\u0301 vs café",                                  // NFC matters for the Qwen2 form
-		"1234567 12 1 123456789012",                        // digit grouping
-		"x\r\ny\r\n\r\n  z  \n",                            // CR LF runs
+		"cafe\u0301 vs café",        // NFC matters for the Qwen2 form
+		"1234567 12 1 123456789012", // digit grouping
+		"x\r\ny\r\n\r\n  z  \n",     // CR LF runs
 		"Ünïcödé ΑΒΓ абв עברית العربية हिन्दी ไทย 한국어", // many scripts
 		"\U0001F600\U0001F44D\U0001F3FD \u200d zero-width\u200bjoiner",
 	)

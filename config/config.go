@@ -1,0 +1,476 @@
+// Package config is the schema of a hacrl run: the agents, the method and its
+// hyperparameters, the task or dataset, the batch sizes, the schedule of
+// evaluation and checkpoints. Files are YAML. Decoding is strict: an unknown
+// key, a value of the wrong type or an impossible combination fails before any
+// work starts, with the key's path (agents[1].sampling.top_p) and line.
+//
+// Batch sizes have explicit names, because "batch size" means four different
+// things in RL trainers:
+//
+//	prompts_per_step      prompts drawn each step (B)
+//	responses_per_prompt  responses each agent samples per prompt (G)
+//	mini_batch            sequences per optimizer update (one AdamW step)
+//	micro_batch           sequences per forward/backward pass (gradient accumulation)
+//
+// Each learner trains every step on all n·B·G pooled sequences (its own and
+// the other agents'), self samples first, so it takes ceil(n·B·G / mini_batch)
+// updates per step; the derived plan is printed at start (see Plan).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is a whole run.
+type Config struct {
+	Name        string     `yaml:"name"`
+	Seed        int64      `yaml:"seed"`
+	Out         string     `yaml:"out"`
+	Steps       int        `yaml:"steps"`
+	Method      Method     `yaml:"method"`
+	Task        *Task      `yaml:"task"`
+	Dataset     *Dataset   `yaml:"dataset"`
+	Batch       Batch      `yaml:"batch"`
+	Agents      []Agent    `yaml:"agents"`
+	Eval        Eval       `yaml:"eval"`
+	Checkpoint  Checkpoint `yaml:"checkpoint"`
+	OnNonFinite string     `yaml:"on_non_finite"` // "skip" (default): drop the mini-batch; "stop": end the run
+	Backend     string     `yaml:"backend"`       // GoMLX backend config; default "go:parallelism=-1"
+}
+
+// Method selects the algorithm preset and overrides its hyperparameters.
+// Unset fields keep the preset's values (../shared/docs/hacpo-paper.md §4.3).
+type Method struct {
+	Name         string   `yaml:"name"` // hacpo, gspo, gspo2x, grpo, naive, no-adv, no-omega, no-stepwise, no-cross-clip
+	Alpha        *float64 `yaml:"alpha"`
+	Delta        *float64 `yaml:"delta"`      // cross clip lower bound is 1 − delta
+	DeltaStep    *float64 `yaml:"delta_step"` // per-update tightening of the cross lower bound
+	ClipLow      *float64 `yaml:"clip_low"`
+	ClipHigh     *float64 `yaml:"clip_high"`
+	KLCoef       *float64 `yaml:"kl_coef"`
+	Window       *int     `yaml:"window"`        // capability window K
+	WarmupSteps  *int     `yaml:"warmup_steps"`  // steps with ω forced to 1
+	Capability   string   `yaml:"capability"`    // "accuracy" (fraction of rewards > 0) or "mean_reward"
+	NormalizeStd *bool    `yaml:"normalize_std"` // divide advantages by the joint std
+	OmegaMin     *float64 `yaml:"omega_min"`
+	OmegaMax     *float64 `yaml:"omega_max"`
+}
+
+// Task names a generated task and its options; zero options take the task's
+// defaults, and the task itself checks their ranges.
+type Task struct {
+	Name         string  `yaml:"name"` // arith or countdown
+	Seed         uint64  `yaml:"seed"` // selects the problems; independent of the run's seed so every seed sees the same test set
+	FormatWeight float64 `yaml:"format_weight"`
+	// arith
+	Digits    int    `yaml:"digits"`
+	Ops       int    `yaml:"ops"`
+	Operators string `yaml:"operators"`
+	MulDigits int    `yaml:"mul_digits"`
+	// countdown
+	Numbers   int  `yaml:"numbers"`
+	MaxNumber int  `yaml:"max_number"`
+	MaxTarget int  `yaml:"max_target"`
+	Fractions bool `yaml:"fractions"`
+}
+
+// Dataset is a training prompt set read from a JSONL or Parquet file (by its
+// extension; verl's parquet layout is understood). Answers are checked with
+// the math verifier.
+type Dataset struct {
+	Path          string `yaml:"path"`
+	QuestionField string `yaml:"question_field"` // dotted path; "a|b" takes the first present
+	AnswerField   string `yaml:"answer_field"`
+	SolutionField string `yaml:"solution_field"` // worked solutions, for SFT
+	IDField       string `yaml:"id_field"`
+	PromptSuffix  string `yaml:"prompt_suffix"` // appended to every question (e.g. the paper's \boxed{} instruction)
+}
+
+// Batch holds the four batch sizes (see the package doc).
+type Batch struct {
+	PromptsPerStep     int `yaml:"prompts_per_step"`
+	ResponsesPerPrompt int `yaml:"responses_per_prompt"`
+	MiniBatch          int `yaml:"mini_batch"`
+	MicroBatch         int `yaml:"micro_batch"`
+}
+
+// Agent is one participant: a model (new or from a checkpoint), its tokenizer
+// and prompt template, its optimizer and its sampling settings.
+type Agent struct {
+	Name       string    `yaml:"name"`
+	Checkpoint string    `yaml:"checkpoint"` // directory with config.json, model.safetensors, tokenizer.json
+	Model      *NewModel `yaml:"model"`      // a new model instead of a checkpoint
+	Tokenizer  string    `yaml:"tokenizer"`  // tokenizer.json; defaults to the checkpoint's
+	Template   Template  `yaml:"template"`
+	Optimizer  Optimizer `yaml:"optimizer"`
+	Sampling   Sampling  `yaml:"sampling"`
+}
+
+// NewModel describes a freshly initialised model.
+type NewModel struct {
+	Family        string `yaml:"family"` // gpt or llama
+	Dim           int    `yaml:"dim"`
+	Layers        int    `yaml:"layers"`
+	Heads         int    `yaml:"heads"`
+	KVHeads       int    `yaml:"kv_heads"`
+	Hidden        int    `yaml:"hidden"`
+	MaxSeq        int    `yaml:"max_seq"`
+	Activation    string `yaml:"activation"`
+	TieEmbeddings bool   `yaml:"tie_embeddings"`
+	Seed          int64  `yaml:"seed"`
+}
+
+// Template is the prompt template: "plain" or "chat".
+type Template struct {
+	Kind   string `yaml:"kind"`
+	System string `yaml:"system"`
+}
+
+// Optimizer is AdamW with a learning-rate schedule.
+type Optimizer struct {
+	LR          float64  `yaml:"lr"`
+	WeightDecay *float64 `yaml:"weight_decay"`
+	Beta1       float64  `yaml:"beta1"`
+	Beta2       float64  `yaml:"beta2"`
+	Epsilon     float64  `yaml:"epsilon"`
+	MaxGradNorm float64  `yaml:"max_grad_norm"`
+	Schedule    string   `yaml:"schedule"` // constant, linear, cosine
+	WarmupSteps int      `yaml:"warmup_steps"`
+	MinLRRatio  float64  `yaml:"min_lr_ratio"`
+}
+
+// Sampling are the rollout sampling settings.
+type Sampling struct {
+	Temperature  float64 `yaml:"temperature"`
+	TopP         float64 `yaml:"top_p"`
+	TopK         int     `yaml:"top_k"`
+	MaxNewTokens int     `yaml:"max_new_tokens"`
+}
+
+// Eval is the evaluation schedule.
+type Eval struct {
+	Every   int       `yaml:"every"`    // steps between evaluations; 0 = only at start and end
+	AtStart *bool     `yaml:"at_start"` // evaluate the initial agents (default true)
+	Sets    []EvalSet `yaml:"sets"`
+}
+
+// EvalSet is one evaluation set and protocol.
+type EvalSet struct {
+	Name         string  `yaml:"name"`
+	Split        string  `yaml:"split"`     // task split, default "test"
+	Benchmark    string  `yaml:"benchmark"` // or a shared math benchmark
+	Dataset      string  `yaml:"dataset"`   // or a JSONL/Parquet file
+	Problems     int     `yaml:"problems"`  // how many problems (0 = all for datasets; required for generated tasks)
+	Samples      int     `yaml:"samples"`   // k for avg@k / pass@k / maj@k; 0 = greedy only
+	Temperature  float64 `yaml:"temperature"`
+	MaxNewTokens int     `yaml:"max_new_tokens"`
+}
+
+// Checkpoint is the checkpoint schedule.
+type Checkpoint struct {
+	Every int `yaml:"every"` // steps between checkpoints; the last step is always saved
+	Keep  int `yaml:"keep"`  // how many step checkpoints to keep (default 2)
+}
+
+// Load reads, checks and fills in defaults for a config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML strictly, applies defaults and validates.
+func Parse(data []byte) (*Config, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	if err := checkKeys(&root, reflect.TypeOf(Config{}), ""); err != nil {
+		return nil, err
+	}
+	var c Config
+	if err := root.Decode(&c); err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Method.Name == "" {
+		c.Method.Name = "hacpo"
+	}
+	if c.Method.Capability == "" {
+		c.Method.Capability = "accuracy"
+	}
+	if c.OnNonFinite == "" {
+		c.OnNonFinite = "skip"
+	}
+	if c.Batch.ResponsesPerPrompt == 0 {
+		c.Batch.ResponsesPerPrompt = 8
+	}
+	if c.Checkpoint.Keep == 0 {
+		c.Checkpoint.Keep = 2
+	}
+	if c.Eval.AtStart == nil {
+		t := true
+		c.Eval.AtStart = &t
+	}
+	for i := range c.Eval.Sets {
+		s := &c.Eval.Sets[i]
+		if s.Split == "" && s.Benchmark == "" && s.Dataset == "" {
+			s.Split = "test"
+		}
+		if s.Name == "" {
+			switch {
+			case s.Benchmark != "":
+				s.Name = s.Benchmark
+			case s.Dataset != "":
+				s.Name = strings.TrimSuffix(baseName(s.Dataset), ".jsonl")
+			default:
+				s.Name = s.Split
+			}
+		}
+		if s.Samples > 0 && s.Temperature == 0 {
+			s.Temperature = 1.0
+		}
+	}
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.Template.Kind == "" {
+			a.Template.Kind = "plain"
+		}
+		o := &a.Optimizer
+		if o.Beta1 == 0 {
+			o.Beta1 = 0.9
+		}
+		if o.Beta2 == 0 {
+			o.Beta2 = 0.999
+		}
+		if o.Epsilon == 0 {
+			o.Epsilon = 1e-8
+		}
+		if o.MaxGradNorm == 0 {
+			o.MaxGradNorm = 1.0
+		}
+		if o.WeightDecay == nil {
+			wd := 0.01
+			o.WeightDecay = &wd
+		}
+		if o.Schedule == "" {
+			o.Schedule = "constant"
+		}
+		s := &a.Sampling
+		if s.Temperature == 0 {
+			s.Temperature = 1.0
+		}
+		if s.TopP == 0 {
+			s.TopP = 1.0
+		}
+		if a.Model != nil {
+			m := a.Model
+			if m.KVHeads == 0 {
+				m.KVHeads = m.Heads
+			}
+			if m.Hidden == 0 && m.Family == "llama" {
+				m.Hidden = LlamaHidden(m.Dim)
+			}
+			if m.Activation == "" {
+				if m.Family == "llama" {
+					m.Activation = "silu"
+				} else {
+					m.Activation = "gelu"
+				}
+			}
+		}
+	}
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexAny(p, `/\`); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
+
+// Validate reports the first impossible setting, by its key path.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
+	}
+	if c.Steps < 0 {
+		bad("steps", "must be >= 0, got %d", c.Steps)
+	}
+	if (c.Task == nil) == (c.Dataset == nil) {
+		bad("task", "give exactly one of task or dataset")
+	}
+	if c.Task != nil && c.Task.Name == "" {
+		bad("task.name", "required (arith or countdown)")
+	}
+	if c.Dataset != nil && c.Dataset.Path == "" {
+		bad("dataset.path", "required (a .jsonl or .parquet file)")
+	}
+	b := c.Batch
+	if b.PromptsPerStep <= 0 {
+		bad("batch.prompts_per_step", "must be > 0, got %d", b.PromptsPerStep)
+	}
+	if b.ResponsesPerPrompt <= 0 {
+		bad("batch.responses_per_prompt", "must be > 0, got %d", b.ResponsesPerPrompt)
+	}
+	if b.MiniBatch <= 0 {
+		bad("batch.mini_batch", "must be > 0 (sequences per optimizer update), got %d", b.MiniBatch)
+	}
+	if b.MicroBatch < 0 {
+		bad("batch.micro_batch", "must be >= 0, got %d", b.MicroBatch)
+	}
+	if b.MicroBatch > 0 && b.MiniBatch > 0 && b.MiniBatch%b.MicroBatch != 0 {
+		bad("batch.micro_batch", "must divide batch.mini_batch (%d), got %d", b.MiniBatch, b.MicroBatch)
+	}
+	if len(c.Agents) == 0 {
+		bad("agents", "at least one agent is required")
+	}
+	names := map[string]int{}
+	for i, a := range c.Agents {
+		p := fmt.Sprintf("agents[%d]", i)
+		if a.Name == "" {
+			bad(p+".name", "required")
+		} else if strings.ContainsAny(a.Name, `/\ `) {
+			bad(p+".name", "must not contain '/', '\\' or spaces, got %q", a.Name)
+		} else if j, dup := names[a.Name]; dup {
+			bad(p+".name", "%q is also the name of agents[%d]", a.Name, j)
+		}
+		names[a.Name] = i
+		if (a.Checkpoint == "") == (a.Model == nil) {
+			bad(p, "give exactly one of checkpoint or model")
+		}
+		if a.Model != nil {
+			m := a.Model
+			if m.Family != "gpt" && m.Family != "llama" {
+				bad(p+".model.family", "must be gpt or llama, got %q", m.Family)
+			}
+			if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 {
+				bad(p+".model", "dim, layers and heads must be > 0")
+			} else if m.Dim%m.Heads != 0 {
+				bad(p+".model.heads", "must divide dim (%d), got %d", m.Dim, m.Heads)
+			}
+			if m.KVHeads <= 0 || (m.Heads > 0 && m.Heads%m.KVHeads != 0) {
+				bad(p+".model.kv_heads", "must divide heads (%d), got %d", m.Heads, m.KVHeads)
+			}
+			if m.MaxSeq <= 0 {
+				bad(p+".model.max_seq", "must be > 0, got %d", m.MaxSeq)
+			}
+			if a.Tokenizer == "" {
+				bad(p+".tokenizer", "required with a new model (path of a tokenizer.json)")
+			}
+		}
+		if a.Template.Kind != "plain" && a.Template.Kind != "chat" {
+			bad(p+".template.kind", "must be plain or chat, got %q", a.Template.Kind)
+		}
+		o := a.Optimizer
+		if o.LR <= 0 {
+			bad(p+".optimizer.lr", "must be > 0, got %g", o.LR)
+		}
+		if *o.WeightDecay < 0 {
+			bad(p+".optimizer.weight_decay", "must be >= 0, got %g", *o.WeightDecay)
+		}
+		if o.Beta1 < 0 || o.Beta1 >= 1 || o.Beta2 < 0 || o.Beta2 >= 1 {
+			bad(p+".optimizer", "beta1 and beta2 must be in [0, 1)")
+		}
+		if o.MaxGradNorm < 0 {
+			bad(p+".optimizer.max_grad_norm", "must be >= 0, got %g", o.MaxGradNorm)
+		}
+		switch o.Schedule {
+		case "constant", "linear", "cosine":
+		default:
+			bad(p+".optimizer.schedule", "must be constant, linear or cosine, got %q", o.Schedule)
+		}
+		if o.WarmupSteps < 0 {
+			bad(p+".optimizer.warmup_steps", "must be >= 0")
+		}
+		if o.MinLRRatio < 0 || o.MinLRRatio > 1 {
+			bad(p+".optimizer.min_lr_ratio", "must be in [0, 1], got %g", o.MinLRRatio)
+		}
+		s := a.Sampling
+		if s.Temperature < 0 {
+			bad(p+".sampling.temperature", "must be >= 0, got %g", s.Temperature)
+		}
+		if s.TopP <= 0 || s.TopP > 1 {
+			bad(p+".sampling.top_p", "must be in (0, 1], got %g", s.TopP)
+		}
+		if s.TopK < 0 {
+			bad(p+".sampling.top_k", "must be >= 0 (0 = off), got %d", s.TopK)
+		}
+		if s.MaxNewTokens <= 0 {
+			bad(p+".sampling.max_new_tokens", "must be > 0, got %d", s.MaxNewTokens)
+		}
+	}
+	switch c.Method.Capability {
+	case "accuracy", "mean_reward":
+	default:
+		bad("method.capability", "must be accuracy or mean_reward, got %q", c.Method.Capability)
+	}
+	switch c.OnNonFinite {
+	case "skip", "stop":
+	default:
+		bad("on_non_finite", "must be skip or stop, got %q", c.OnNonFinite)
+	}
+	if c.Eval.Every < 0 {
+		bad("eval.every", "must be >= 0")
+	}
+	setNames := map[string]bool{}
+	for i, s := range c.Eval.Sets {
+		p := fmt.Sprintf("eval.sets[%d]", i)
+		n := 0
+		for _, v := range []string{s.Split, s.Benchmark, s.Dataset} {
+			if v != "" {
+				n++
+			}
+		}
+		if n != 1 {
+			bad(p, "give exactly one of split, benchmark or dataset")
+		}
+		if s.Split != "" && s.Split != "test" && s.Split != "train" {
+			bad(p+".split", "must be test or train, got %q", s.Split)
+		}
+		if s.Split != "" && c.Task != nil && s.Problems <= 0 {
+			bad(p+".problems", "must be > 0 for a generated task's split")
+		}
+		if s.Samples < 0 || s.Temperature < 0 || s.Problems < 0 {
+			bad(p, "problems, samples and temperature must be >= 0")
+		}
+		if setNames[s.Name] {
+			bad(p+".name", "%q is used twice", s.Name)
+		}
+		setNames[s.Name] = true
+	}
+	if c.Checkpoint.Every < 0 || c.Checkpoint.Keep < 1 {
+		bad("checkpoint", "every must be >= 0 and keep >= 1")
+	}
+	return errors.Join(errs...)
+}
+
+// LlamaHidden is the default SwiGLU width for a llama model of width dim:
+// 8/3·dim rounded up to a multiple of 16 (the parameter count of a 4·dim GELU
+// MLP, as in the Llama papers).
+func LlamaHidden(dim int) int {
+	h := (8*dim + 2) / 3
+	return (h + 15) / 16 * 16
+}

@@ -1,0 +1,97 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+const valid = `
+name: demo
+seed: 3
+out: runs/demo
+steps: 10
+method: {name: hacpo, alpha: 1.0}
+task: {name: arith, digits: 2}
+batch: {prompts_per_step: 8, responses_per_prompt: 4, mini_batch: 32, micro_batch: 16}
+agents:
+  - name: a
+    model: {family: gpt, dim: 32, layers: 1, heads: 2, max_seq: 64}
+    tokenizer: tok.json
+    optimizer: {lr: 0.001}
+    sampling: {max_new_tokens: 16}
+  - name: b
+    checkpoint: ckpt/b
+    template: {kind: chat}
+    optimizer: {lr: 0.001, schedule: cosine}
+    sampling: {max_new_tokens: 16, top_p: 0.9}
+eval:
+  every: 5
+  sets: [{name: test, split: test, problems: 50}]
+`
+
+func TestParseValid(t *testing.T) {
+	c, err := Parse([]byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Agents[0].Model.KVHeads != 2 || c.Agents[0].Model.Activation != "gelu" {
+		t.Errorf("model defaults not applied: %+v", c.Agents[0].Model)
+	}
+	if c.Agents[1].Template.Kind != "chat" || c.Agents[0].Template.Kind != "plain" {
+		t.Errorf("templates: %+v %+v", c.Agents[0].Template, c.Agents[1].Template)
+	}
+	if *c.Agents[0].Optimizer.WeightDecay != 0.01 || c.Agents[0].Optimizer.MaxGradNorm != 1 {
+		t.Errorf("optimizer defaults: %+v", c.Agents[0].Optimizer)
+	}
+	if c.Checkpoint.Keep != 2 || c.OnNonFinite != "skip" || !*c.Eval.AtStart {
+		t.Errorf("run defaults: keep %d on_non_finite %q at_start %v", c.Checkpoint.Keep, c.OnNonFinite, *c.Eval.AtStart)
+	}
+	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil {
+		t.Errorf("method overrides: %+v", c.Method)
+	}
+}
+
+func TestParseErrorsNameKeyPath(t *testing.T) {
+	tests := []struct {
+		name, from, to, want string
+	}{
+		{"unknown top key", "steps: 10", "stepz: 10", "stepz (line"},
+		{"unknown nested key", "sampling: {max_new_tokens: 16, top_p: 0.9}", "sampling: {max_new_tokens: 16, top_pp: 0.9}", "agents[1].sampling.top_pp (line"},
+		{"wrong type", "dim: 32", "dim: big", `agents[0].model.dim (line 11): cannot read "big" as an integer`},
+		{"list expected", "sets: [{name: test, split: test, problems: 50}]", "sets: {name: test}", "eval.sets (line"},
+		{"impossible heads", "heads: 2", "heads: 3", "agents[0].model.heads: must divide dim (32), got 3"},
+		{"micro does not divide mini", "micro_batch: 16", "micro_batch: 5", "batch.micro_batch: must divide batch.mini_batch (32), got 5"},
+		{"bad top_p", "top_p: 0.9", "top_p: 1.5", "agents[1].sampling.top_p: must be in (0, 1], got 1.5"},
+		{"duplicate agent", "name: b", "name: a", `agents[1].name: "a" is also the name of agents[0]`},
+		{"both model and checkpoint", "checkpoint: ckpt/b", "checkpoint: ckpt/b\n    model: {family: gpt, dim: 32, layers: 1, heads: 2, max_seq: 64}", "agents[1]: give exactly one of checkpoint or model"},
+		{"bad family", "family: gpt", "family: rnn", `agents[0].model.family: must be gpt or llama, got "rnn"`},
+		{"no task", "task: {name: arith, digits: 2}", "", "task: give exactly one of task or dataset"},
+		{"bad schedule", "schedule: cosine", "schedule: step", `agents[1].optimizer.schedule: must be constant, linear or cosine, got "step"`},
+		{"duplicate key", "steps: 10", "steps: 10\nsteps: 11", "steps (line 6): key given twice"},
+		{"eval problems for generated task", "problems: 50", "problems: 0", "eval.sets[0].problems: must be > 0"},
+		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite: must be skip or stop, got "ignore"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(valid, tc.from, tc.to, 1)
+			if src == valid {
+				t.Fatalf("test case did not change the config")
+			}
+			_, err := Parse([]byte(src))
+			if err == nil {
+				t.Fatalf("no error, want one containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLlamaHidden(t *testing.T) {
+	for _, tc := range []struct{ dim, want int }{{128, 352}, {96, 256}, {64, 176}, {48, 128}} {
+		if got := LlamaHidden(tc.dim); got != tc.want {
+			t.Errorf("LlamaHidden(%d) = %d, want %d", tc.dim, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+// Package progress shows a training run's progress: on a terminal, a live
+// status block redrawn in place (one line per agent with its current phase and
+// the time its phases took in the last step, and a run line with the step
+// rate and ETA); otherwise, or with CI=true, plain timestamped log lines.
+package progress
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+)
+
+// Display implements train.Observer.
+type Display struct {
+	mu     sync.Mutex
+	w      io.Writer
+	live   bool
+	start  time.Time
+	lines  int // lines of the last live block
+	step   int
+	total  int
+	done   int // steps completed in this process
+	spent  time.Duration
+	agents []string
+	phase  map[string]string    // agent → current phase
+	since  map[string]time.Time // agent → phase start
+	last   map[string]map[string]time.Duration
+	msg    string
+}
+
+// New returns a display writing to w; live redraw only when w is a terminal
+// and CI is not set.
+func New(w io.Writer, agents []string, totalSteps int) *Display {
+	live := false
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("CI") == "" {
+		live = true
+	}
+	return &Display{w: w, live: live, start: time.Now(), total: totalSteps, agents: agents,
+		phase: map[string]string{}, since: map[string]time.Time{}, last: map[string]map[string]time.Duration{}}
+}
+
+// Phase records that agent started phase at step.
+func (d *Display) Phase(step int, agent, phase string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	if prev, ok := d.phase[agent]; ok && prev != "" {
+		if d.last[agent] == nil {
+			d.last[agent] = map[string]time.Duration{}
+		}
+		d.last[agent][prev] = now.Sub(d.since[agent])
+	}
+	d.phase[agent], d.since[agent], d.step = phase, now, step
+	if d.live {
+		d.redraw()
+	} else if agent != "" {
+		fmt.Fprintf(d.w, "%s step %d/%d %s: %s\n", now.Format("15:04:05"), step, d.total, agent, phase)
+	}
+}
+
+// Step records a finished step.
+func (d *Display) Step(step, total int, elapsed time.Duration, summary string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.done++
+	d.spent += elapsed
+	d.step, d.total = step, total
+	for a := range d.phase {
+		if d.phase[a] != "" {
+			if d.last[a] == nil {
+				d.last[a] = map[string]time.Duration{}
+			}
+			d.last[a][d.phase[a]] = time.Since(d.since[a])
+		}
+		d.phase[a] = ""
+	}
+	per := d.spent / time.Duration(d.done)
+	eta := per * time.Duration(total-step)
+	line := fmt.Sprintf("step %d/%d  %.1fs/step  ETA %s  %s", step, total, per.Seconds(), eta.Round(time.Second), summary)
+	if d.live {
+		d.msg = line
+		d.redraw()
+		return
+	}
+	fmt.Fprintf(d.w, "%s %s\n", time.Now().Format("15:04:05"), line)
+}
+
+// Log prints a message above the live block (or as a line).
+func (d *Display) Log(msg string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.live {
+		d.clear()
+		fmt.Fprintln(d.w, msg)
+		d.redraw()
+		return
+	}
+	fmt.Fprintf(d.w, "%s %s\n", time.Now().Format("15:04:05"), msg)
+}
+
+// Close leaves the last block on screen.
+func (d *Display) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.live {
+		d.lines = 0
+	}
+}
+
+func (d *Display) clear() {
+	for range d.lines {
+		fmt.Fprint(d.w, "\x1b[1A\x1b[2K")
+	}
+	d.lines = 0
+}
+
+func (d *Display) redraw() {
+	d.clear()
+	var b strings.Builder
+	for _, a := range d.agents {
+		ph := d.phase[a]
+		if ph == "" {
+			ph = "waiting"
+		} else {
+			ph = fmt.Sprintf("%s %.1fs", ph, time.Since(d.since[a]).Seconds())
+		}
+		fmt.Fprintf(&b, "  %-14s %-18s %s\n", a, ph, phaseTimes(d.last[a]))
+	}
+	head := d.msg
+	if head == "" {
+		head = fmt.Sprintf("step %d/%d  elapsed %s", d.step, d.total, time.Since(d.start).Round(time.Second))
+	}
+	out := head + "\n" + b.String()
+	d.lines = strings.Count(out, "\n")
+	fmt.Fprint(d.w, out)
+}
+
+func phaseTimes(m map[string]time.Duration) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %.1fs", k, m[k].Seconds()))
+	}
+	return "last: " + strings.Join(parts, " · ")
+}

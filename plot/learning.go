@@ -1,0 +1,266 @@
+package plot
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot/plotter"
+
+	"github.com/hacrl/hacrl/metrics"
+)
+
+// DefaultGrid are the patterns of the keys of the default grid figure: the
+// headline training and evaluation curves of a HACPO run.
+var DefaultGrid = []string{
+	"reward/mean", "accuracy/train", "eval/*/greedy_acc", "capability", "omega/*",
+	"loss/policy", "*clip*", "length/mean", "entropy", "grad_norm",
+}
+
+// Options selects what LearningCurves draws.
+type Options struct {
+	// Metrics are glob patterns over metric keys, where '*' matches any run
+	// of characters, '/' included, and '?' any one character. Empty selects
+	// every key, or DefaultGrid when Grid is set.
+	Metrics []string
+	// Grid draws all selected keys as tiles of one figure named "grid"
+	// instead of one figure per key.
+	Grid bool
+	// Formats are the file extensions to write, without the dot; default
+	// png and svg.
+	Formats []string
+	// Dest is the directory of the figures; default OUT/plots.
+	Dest string
+}
+
+// runWideLabel is the legend label of records without an agent.
+const runWideLabel = "run"
+
+// LearningCurves reads runDir/metrics.jsonl and draws the selected metric keys
+// with one line per agent (x = step), writing one figure per key named after
+// the key ('/' and other characters unsafe in file names become '_'), or one
+// grid figure. It returns the paths written.
+func LearningCurves(runDir string, opts Options) ([]string, error) {
+	src := filepath.Join(runDir, metrics.FileName)
+	recs, err := metrics.ReadFile(src)
+	if err != nil {
+		return nil, fmt.Errorf("plot: %w", err)
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("plot: %s holds no metric records", src)
+	}
+	patterns := opts.Metrics
+	if len(patterns) == 0 && opts.Grid {
+		patterns = DefaultGrid
+	}
+	keys, err := selectKeys(metrics.Keys(recs), patterns)
+	if err != nil {
+		return nil, fmt.Errorf("plot: %s: %w", src, err)
+	}
+	formats := opts.Formats
+	if len(formats) == 0 {
+		formats = []string{"png", "svg"}
+	}
+	dest := opts.Dest
+	if dest == "" {
+		dest = filepath.Join(runDir, "plots")
+	}
+	if err := os.MkdirAll(dest, 0o755); err != nil {
+		return nil, fmt.Errorf("plot: %w", err)
+	}
+	agents := metrics.Agents(recs)
+	var written []string
+	if opts.Grid {
+		for _, f := range formats {
+			path := filepath.Join(dest, "grid."+f)
+			if err := drawGrid(recs, agents, keys, path); err != nil {
+				return written, err
+			}
+			written = append(written, path)
+		}
+		return written, nil
+	}
+	names := FileNames(keys)
+	for i, key := range keys {
+		series := agentSeries(recs, agents, key)
+		for _, f := range formats {
+			path := filepath.Join(dest, names[i]+"."+f)
+			if err := Curves(series, key, "step", key, path); err != nil {
+				return written, err
+			}
+			written = append(written, path)
+		}
+	}
+	return written, nil
+}
+
+// drawGrid draws each key as a tile, with one legend of all agents.
+func drawGrid(recs []metrics.Record, agents, keys []string, path string) error {
+	cols := min(3, len(keys))
+	if len(keys) == 4 {
+		cols = 2
+	}
+	var panels []*panelPlot
+	for _, key := range keys {
+		panel, err := newPanel(agentSeries(recs, agents, key), key, "step", "")
+		if err != nil {
+			return fmt.Errorf("plot: %s: %s: %w", path, key, err)
+		}
+		panels = append(panels, panel)
+	}
+	legend := newLegend()
+	for i, a := range agents {
+		if hasAny(recs, a, keys) {
+			legend.Add(agentLabel(a), &plotter.Line{LineStyle: lineStyle(i)})
+		}
+	}
+	if err := render(path, TileWidth, TileHeight, panels, cols, &legend); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return nil
+}
+
+// hasAny reports whether agent has a value of any of keys.
+func hasAny(recs []metrics.Record, agent string, keys []string) bool {
+	for _, r := range recs {
+		if r.Agent != agent {
+			continue
+		}
+		for _, k := range keys {
+			if _, ok := r.Values[k]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func agentLabel(agent string) string {
+	if agent == "" {
+		return runWideLabel
+	}
+	return agent
+}
+
+// agentSeries returns, for every agent in order, the key's values by step.
+// An agent without the key gets an empty series, which keeps each agent's
+// color the same across figures.
+func agentSeries(recs []metrics.Record, agents []string, key string) []Series {
+	series := make([]Series, len(agents))
+	index := map[string]int{}
+	for i, a := range agents {
+		series[i].Label = agentLabel(a)
+		index[a] = i
+	}
+	for _, r := range recs {
+		v, ok := r.Values[key]
+		if !ok || math.IsNaN(v) {
+			continue
+		}
+		s := &series[index[r.Agent]]
+		s.X = append(s.X, float64(r.Step))
+		s.Y = append(s.Y, v)
+	}
+	for i := range series {
+		sortByX(&series[i])
+	}
+	return series
+}
+
+// sortByX orders a series' points by x, keeping the file order of equal x.
+func sortByX(s *Series) {
+	idx := make([]int, len(s.X))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case s.X[a] < s.X[b]:
+			return -1
+		case s.X[a] > s.X[b]:
+			return 1
+		}
+		return 0
+	})
+	x, y := make([]float64, len(idx)), make([]float64, len(idx))
+	for i, j := range idx {
+		x[i], y[i] = s.X[j], s.Y[j]
+	}
+	s.X, s.Y = x, y
+}
+
+// selectKeys returns the keys matching any pattern (all keys when there are
+// no patterns), in sorted order.
+func selectKeys(keys, patterns []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no metric keys")
+	}
+	if len(patterns) == 0 {
+		return keys, nil
+	}
+	res := make([]*regexp.Regexp, len(patterns))
+	for i, p := range patterns {
+		res[i] = globRegexp(p)
+	}
+	var out []string
+	for _, k := range keys {
+		if slices.ContainsFunc(res, func(re *regexp.Regexp) bool { return re.MatchString(k) }) {
+			out = append(out, k)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no metric key matches %q; the keys are %s", patterns, strings.Join(keys, ", "))
+	}
+	return out, nil
+}
+
+// globRegexp compiles a glob where '*' matches any characters, '/' included,
+// and '?' matches one character; everything else is literal.
+func globRegexp(pattern string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString("^")
+	for _, r := range pattern {
+		switch r {
+		case '*':
+			b.WriteString(".*")
+		case '?':
+			b.WriteString(".")
+		default:
+			b.WriteString(regexp.QuoteMeta(string(r)))
+		}
+	}
+	b.WriteString("$")
+	return regexp.MustCompile(b.String())
+}
+
+// FileNames returns a file name (without extension) for each key: '/' and
+// every character outside [A-Za-z0-9._-] become '_', and names that would
+// collide get a numeric suffix.
+func FileNames(keys []string) []string {
+	names := make([]string, len(keys))
+	used := map[string]bool{}
+	for i, k := range keys {
+		b := []byte(k)
+		for j, c := range b {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_') {
+				b[j] = '_'
+			}
+		}
+		name := strings.TrimLeft(string(b), ".")
+		if name == "" {
+			name = "metric"
+		}
+		base := name
+		for n := 2; used[name]; n++ {
+			name = fmt.Sprintf("%s-%d", base, n)
+		}
+		used[name] = true
+		names[i] = name
+	}
+	return names
+}

@@ -33,8 +33,10 @@ import (
 // FileName is the name of the JSONL metrics file inside an output directory.
 const FileName = "metrics.jsonl"
 
-// Fresh is the resumeStep of a run that starts from scratch.
-const Fresh = -1
+// Fresh is the resumeStep of a run that starts from scratch. A run that
+// starts at step 0 writes its step-0 records (evaluations before training)
+// again, so resuming at step 0 is the same as starting fresh.
+const Fresh = 0
 
 // Record is the metrics of one agent (or of the whole run when Agent is "")
 // at one step.
@@ -79,11 +81,12 @@ type Writer struct {
 }
 
 // Open prepares dir for writing metrics and returns a Writer appending to
-// dir/metrics.jsonl. With resumeStep Fresh (any negative value) existing
-// metrics are discarded: the JSONL file is emptied and this package's event
-// files under dir/tb are removed. With resumeStep ≥ 0 only records and events
-// with step ≤ resumeStep are kept; the files are rewritten atomically. An
-// incomplete last line or event, as a crash while writing leaves, is dropped.
+// dir/metrics.jsonl. resumeStep is the number of steps already done. With
+// resumeStep ≤ 0 (Fresh) existing metrics are discarded: the JSONL file is
+// emptied and this package's event files under dir/tb are removed. With
+// resumeStep > 0 only records and events with step ≤ resumeStep are kept; the
+// files are rewritten atomically. An incomplete last line or event, as a crash
+// while writing leaves, is dropped.
 func Open(dir string, resumeStep int, opts ...Option) (*Writer, error) {
 	cfg := config{tensorBoard: true}
 	for _, o := range opts {
@@ -322,8 +325,8 @@ func parseLine(line []byte) (Record, error) {
 	return rec, nil
 }
 
-// truncateJSONL empties the JSONL file (fresh) or keeps its lines with step ≤
-// resumeStep, byte for byte.
+// truncateJSONL empties the JSONL file (resumeStep ≤ 0) or keeps its lines
+// with step ≤ resumeStep, byte for byte.
 func truncateJSONL(path string, resumeStep int) error {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -333,7 +336,7 @@ func truncateJSONL(path string, resumeStep int) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	var kept bytes.Buffer
-	if resumeStep >= 0 {
+	if resumeStep > 0 {
 		lines := bytes.SplitAfter(data, []byte("\n"))
 		for i, line := range lines {
 			if len(bytes.TrimSpace(line)) == 0 {
@@ -360,7 +363,7 @@ func truncateJSONL(path string, resumeStep int) error {
 	return nil
 }
 
-// truncateEvents removes (fresh) or filters, keeping the file_version event
+// truncateEvents removes (resumeStep ≤ 0) or filters, keeping the file_version event
 // and events with step ≤ resumeStep, the event files under tbDir/<run>/.
 func truncateEvents(tbDir string, resumeStep int) error {
 	paths, err := filepath.Glob(filepath.Join(tbDir, "*", eventFilePrefix+"*"))
@@ -371,7 +374,7 @@ func truncateEvents(tbDir string, resumeStep int) error {
 		if atomicfile.IsTemp(filepath.Base(path)) {
 			continue
 		}
-		if resumeStep < 0 {
+		if resumeStep <= 0 {
 			if err := os.Remove(path); err != nil {
 				return fmt.Errorf("metrics: %w", err)
 			}

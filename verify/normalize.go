@@ -84,7 +84,6 @@ var (
 	thousandsThinRe  = regexp.MustCompile(`(\d)\\,(\d{3})`)
 	plainThousandsRe = regexp.MustCompile(`^[-+]?\d{1,3}(,\d{3})+(\.\d+)?$`)
 	orAndRe          = regexp.MustCompile(`\s+(or|and)\s+`)
-	spacesRe         = regexp.MustCompile(`\s+`)
 	textCmdRe        = regexp.MustCompile(`\\(text|textbf|textit|textrm|textsf|texttt|mbox|mathrm|mathbf|mathit|mathsf|mathtt|boldsymbol|bm|operatorname)\s*\{`)
 	trailingTextRe   = regexp.MustCompile(`^(.*?)\s*\\(?:text|textbf|textit|textrm|mbox|mathrm)\s*\{([^{}]*)\}\s*\.?$`)
 	trailingWordRe   = regexp.MustCompile(`^(.*?)\s*([A-Za-z]+)\s*(?:\^\{?-?\d+\}?)?\s*\.?$`)
@@ -114,30 +113,53 @@ var functionWords = map[string]bool{
 // thousands separators and trailing periods are removed; \dfrac and \tfrac
 // become \frac; "or"/"and" between solutions become commas.
 func Normalize(answer string) string {
-	s := thousandsThinRe.ReplaceAllString(answer, "$1$2")
-	s = thousandsBraceRe.ReplaceAllString(s, "$1$2")
+	s := answer
+	for strings.Contains(s, "{,}") || strings.Contains(s, `\,`) {
+		// Matches overlap: 1{,}450{,}000 needs two passes.
+		t := thousandsThinRe.ReplaceAllString(s, "$1$2")
+		t = thousandsBraceRe.ReplaceAllString(t, "$1$2")
+		if t == s {
+			break
+		}
+		s = t
+	}
 	s = spacingReplacer.Replace(s)
 	s = strings.TrimSpace(s)
 	s = strings.TrimRight(s, ". ")
 
-	// Text after a number is a unit or a noun: "18 \text{ dollars}".
-	for {
-		m := trailingTextRe.FindStringSubmatch(s)
-		if m == nil || !numericLooking(m[1]) {
-			break
+	if strings.IndexByte(s, '\\') >= 0 {
+		// Text after a number is a unit or a noun: "18 \text{ dollars}".
+		for {
+			m := trailingTextRe.FindStringSubmatch(s)
+			if m == nil || !numericLooking(m[1]) {
+				break
+			}
+			s = strings.TrimSpace(m[1])
 		}
-		s = strings.TrimSpace(m[1])
+		s = unwrapText(s)
 	}
-	s = unwrapText(s)
-	s = orAndRe.ReplaceAllString(s, ",")
+	if strings.Contains(s, " or ") || strings.Contains(s, " and ") {
+		s = orAndRe.ReplaceAllString(s, ",")
+	}
 	s = strings.ReplaceAll(s, "percent", "%")
-	s = stripTrailingWords(s)
-	s = strings.TrimSpace(spacesRe.ReplaceAllString(s, " "))
+	if hasLetter(s) {
+		s = stripTrailingWords(s)
+	}
+	s = strings.Join(strings.Fields(s), " ")
 	s = strings.TrimRight(s, ". ")
-	if plainThousandsRe.MatchString(s) {
+	if strings.IndexByte(s, ',') >= 0 && plainThousandsRe.MatchString(s) {
 		s = strings.ReplaceAll(s, ",", "")
 	}
 	return s
+}
+
+func hasLetter(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if isLetter(s[i]) {
+			return true
+		}
+	}
+	return false
 }
 
 // unwrapText replaces \text{...} and similar wrappers by their content.

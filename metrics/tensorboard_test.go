@@ -3,7 +3,9 @@ package metrics
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
+	"math"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -137,4 +139,39 @@ func TestReadEventsCorruption(t *testing.T) {
 		string(fr[12:15]) != "abc" || binary.LittleEndian.Uint32(fr[15:]) != maskedCRC([]byte("abc")) || len(fr) != 19 {
 		t.Errorf("frame = % x", fr)
 	}
+}
+
+// FuzzDecodeEvent checks that decoding arbitrary bytes never panics and that
+// whatever decodes re-encodes to an event that decodes the same.
+func FuzzDecodeEvent(f *testing.F) {
+	f.Add(appendEvent(nil, Event{WallTime: 1, Step: 2, Values: []Value{{"a", 1}}}))
+	f.Add(appendEvent(nil, Event{WallTime: 3, FileVersion: fileVersion}))
+	f.Add([]byte{0x2a, 0x05, 0x0a})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEvent(b)
+		if err != nil {
+			return
+		}
+		again, err := decodeEvent(appendEvent(nil, e))
+		if err != nil {
+			t.Fatalf("re-encoded event does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(normalize(again), normalize(e)) {
+			t.Fatalf("round trip: %+v became %+v", e, again)
+		}
+	})
+}
+
+// normalize renders an event with its floats as bit patterns, so that NaNs
+// compare equal.
+func normalize(e Event) string {
+	return fmt.Sprintf("%x %d %q %v", math.Float64bits(e.WallTime), e.Step, e.FileVersion, valuesBits(e.Values))
+}
+
+func valuesBits(vs []Value) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, fmt.Sprintf("%q=%x", v.Tag, math.Float32bits(v.SimpleValue)))
+	}
+	return out
 }

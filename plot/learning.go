@@ -1,6 +1,7 @@
 package plot
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -44,8 +45,9 @@ const runWideLabel = "run"
 // LearningCurves reads runDir/metrics.jsonl and draws the selected metric keys
 // with one line per agent (x = step), writing one figure per key named after
 // the key ('/' and other characters unsafe in file names become '_'), or one
-// grid figure. It returns the paths written.
-func LearningCurves(runDir string, opts Options) ([]string, error) {
+// grid figure. It returns the paths written, and stops between figures when
+// ctx is done.
+func LearningCurves(ctx context.Context, runDir string, opts Options) ([]string, error) {
 	src := filepath.Join(runDir, metrics.FileName)
 	recs, err := metrics.ReadFile(src)
 	if err != nil {
@@ -77,6 +79,9 @@ func LearningCurves(runDir string, opts Options) ([]string, error) {
 	var written []string
 	if opts.Grid {
 		for _, f := range formats {
+			if err := ctx.Err(); err != nil {
+				return written, fmt.Errorf("plot: %w", err)
+			}
 			path := filepath.Join(dest, "grid."+f)
 			if err := drawGrid(recs, agents, keys, path); err != nil {
 				return written, err
@@ -89,6 +94,9 @@ func LearningCurves(runDir string, opts Options) ([]string, error) {
 	for i, key := range keys {
 		series := agentSeries(recs, agents, key)
 		for _, f := range formats {
+			if err := ctx.Err(); err != nil {
+				return written, fmt.Errorf("plot: %w", err)
+			}
 			path := filepath.Join(dest, names[i]+"."+f)
 			if err := Curves(series, key, "step", key, path); err != nil {
 				return written, err

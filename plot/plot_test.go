@@ -2,7 +2,9 @@ package plot
 
 import (
 	"bytes"
+	"context"
 	"encoding/xml"
+	"errors"
 	"image"
 	"image/png"
 	"math"
@@ -134,7 +136,7 @@ func checkSVG(t *testing.T, path string, labels ...string) {
 func TestLearningCurvesPerKey(t *testing.T) {
 	dir := t.TempDir()
 	writeRun(t, dir)
-	paths, err := LearningCurves(dir, Options{Metrics: []string{"reward/*", "eval/*"}})
+	paths, err := LearningCurves(context.Background(), dir, Options{Metrics: []string{"reward/*", "eval/*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +186,7 @@ func TestLearningCurvesGrid(t *testing.T) {
 	dir := t.TempDir()
 	writeRun(t, dir)
 	dest := filepath.Join(t.TempDir(), "figs")
-	paths, err := LearningCurves(dir, Options{Grid: true, Formats: []string{"png", "svg", "pdf"}, Dest: dest})
+	paths, err := LearningCurves(context.Background(), dir, Options{Grid: true, Formats: []string{"png", "svg", "pdf"}, Dest: dest})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +218,13 @@ func TestLearningCurvesErrors(t *testing.T) {
 		{"no match", withData, Options{Metrics: []string{"nope/*"}}, `no metric key matches ["nope/*"]; the keys are accuracy/train`},
 		{"bad format", withData, Options{Metrics: []string{"entropy", "reward/mean"}, Formats: []string{"bmp"}}, `unsupported figure format ".bmp"`},
 	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := LearningCurves(canceled, withData, Options{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled context: error = %v, want context.Canceled", err)
+	}
 	for _, tc := range tests {
-		_, err := LearningCurves(tc.dir, tc.opts)
+		_, err := LearningCurves(context.Background(), tc.dir, tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error = %v, want %q", tc.name, err, tc.want)
 		}

@@ -92,16 +92,11 @@ func Load(path string, opts Options) ([]task.Problem, error) {
 
 // LoadJSONL reads one problem per non-blank line of a JSON Lines file.
 func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
-	opts = opts.withDefaults(path, "question", "answer")
-	if err := opts.validate(); err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", path, err)
-	}
-	f, err := os.Open(path)
+	f, b, err := open(path, opts, "question", "answer")
 	if err != nil {
-		return nil, fmt.Errorf("dataset: %w", err)
+		return nil, err
 	}
 	defer f.Close()
-	b := newBuilder(opts)
 	r := bufio.NewReader(f)
 	for line := 1; ; line++ {
 		text, err := r.ReadBytes('\n')
@@ -118,6 +113,20 @@ func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
 		}
 	}
 	return b.problems, nil
+}
+
+// open applies the default question and answer fields to opts, validates
+// them and opens path.
+func open(path string, opts Options, question, answer string) (*os.File, *builder, error) {
+	opts = opts.withDefaults(path, question, answer)
+	if err := opts.validate(); err != nil {
+		return nil, nil, fmt.Errorf("dataset %s: %w", path, err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dataset: %w", err)
+	}
+	return f, newBuilder(opts), nil
 }
 
 func (o Options) validate() error {
@@ -165,21 +174,13 @@ func (b *builder) addJSON(line []byte) error {
 // add appends the problem of one record.
 func (b *builder) add(rec map[string]any) error {
 	o := b.opts
-	qv, qpath, err := lookupAny(rec, o.QuestionField)
+	question, qpath, err := fieldText(rec, o.QuestionField, questionText)
 	if err != nil {
 		return err
 	}
-	question, err := questionText(qv)
-	if err != nil {
-		return fmt.Errorf("field %q: %w", qpath, err)
-	}
-	av, apath, err := lookupAny(rec, o.AnswerField)
+	answerText, apath, err := fieldText(rec, o.AnswerField, scalarText)
 	if err != nil {
 		return err
-	}
-	answerText, err := scalarText(av)
-	if err != nil {
-		return fmt.Errorf("field %q: %w", apath, err)
 	}
 	answer, err := applyRule(o.AnswerRule, answerText)
 	if err != nil {
@@ -190,22 +191,15 @@ func (b *builder) add(rec map[string]any) error {
 		return fmt.Errorf("field %q: empty question", qpath)
 	}
 	if o.SolutionField != "" {
-		sv, spath, err := lookupAny(rec, o.SolutionField)
-		if err != nil {
+		if p.Solution, _, err = fieldText(rec, o.SolutionField, scalarText); err != nil {
 			return err
-		}
-		if p.Solution, err = scalarText(sv); err != nil {
-			return fmt.Errorf("field %q: %w", spath, err)
 		}
 	}
 	id := strconv.Itoa(len(b.problems))
 	if o.IDField != "" {
-		v, ipath, err := lookupAny(rec, o.IDField)
-		if err != nil {
+		var ipath string
+		if id, ipath, err = fieldText(rec, o.IDField, scalarText); err != nil {
 			return err
-		}
-		if id, err = scalarText(v); err != nil {
-			return fmt.Errorf("field %q: %w", ipath, err)
 		}
 		if b.ids[id] {
 			return fmt.Errorf("field %q: duplicate id %q", ipath, id)
@@ -215,6 +209,20 @@ func (b *builder) add(rec map[string]any) error {
 	p.ID = o.Name + "/" + id
 	b.problems = append(b.problems, p)
 	return nil
+}
+
+// fieldText renders with text the value at the first present of the
+// "|"-separated dotted paths, and returns it with the path it came from.
+func fieldText(rec map[string]any, paths string, text func(any) (string, error)) (string, string, error) {
+	v, path, err := lookupAny(rec, paths)
+	if err != nil {
+		return "", "", err
+	}
+	s, err := text(v)
+	if err != nil {
+		return "", "", fmt.Errorf("field %q: %w", path, err)
+	}
+	return s, path, nil
 }
 
 // lookupAny resolves the first present of the "|"-separated dotted paths.

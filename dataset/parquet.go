@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -17,14 +16,10 @@ import (
 // data_source and extra_info can be named as IDField, e.g.
 // "extra_info.index"). Nested groups and lists read as objects and lists, so
 // the same dotted paths work as for JSONL.
-func LoadParquet(path string, opts Options) (problems []task.Problem, err error) {
-	opts = opts.withDefaults(path, "prompt", "reward_model.ground_truth")
-	if err := opts.validate(); err != nil {
-		return nil, fmt.Errorf("dataset %s: %w", path, err)
-	}
-	f, err := os.Open(path)
+func LoadParquet(path string, opts Options) ([]task.Problem, error) {
+	f, b, err := open(path, opts, "prompt", "reward_model.ground_truth")
 	if err != nil {
-		return nil, fmt.Errorf("dataset: %w", err)
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -36,7 +31,6 @@ func LoadParquet(path string, opts Options) (problems []task.Problem, err error)
 		return nil, fmt.Errorf("dataset %s: not a readable Parquet file: %w", path, err)
 	}
 	schema := pf.Schema()
-	b := newBuilder(opts)
 	row := 0
 	buf := make([]parquet.Row, 64)
 	for _, rg := range pf.RowGroups() {

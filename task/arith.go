@@ -214,26 +214,39 @@ func reverseDigits(d []byte) string {
 
 // addWork returns a+b and its worked line.
 func addWork(a, b string) (string, string) {
-	n := max(len(a), len(b))
+	sum, cols := carryColumns(max(len(a), len(b)), func(i, carry int) (int, string) {
+		x, y := digitAt(a, i), digitAt(b, i)
+		v := x + y + carry
+		return v, fmt.Sprintf("%d+%d%s=%d", x, y, carryTerm(carry), v)
+	})
+	return sum, workLine(a+"+"+b, cols, sum)
+}
+
+// carryColumns works n columns from the right: col returns a column's value
+// given the incoming carry, and its text; the value's last digit is the
+// result digit and the rest carries on.
+func carryColumns(n int, col func(i, carry int) (int, string)) (string, []string) {
 	cols := make([]string, 0, n)
 	var out []byte
 	carry := 0
 	for i := range n {
-		x, y := digitAt(a, i), digitAt(b, i)
-		s := x + y + carry
-		if carry > 0 {
-			cols = append(cols, fmt.Sprintf("%d+%d+%d=%d", x, y, carry, s))
-		} else {
-			cols = append(cols, fmt.Sprintf("%d+%d=%d", x, y, s))
-		}
-		out = append(out, byte('0'+s%10))
-		carry = s / 10
+		v, text := col(i, carry)
+		cols = append(cols, text)
+		out = append(out, byte('0'+v%10))
+		carry = v / 10
 	}
 	if carry > 0 {
 		out = append(out, byte('0'+carry))
 	}
-	sum := reverseDigits(out)
-	return sum, workLine(a+"+"+b, cols, sum)
+	return reverseDigits(out), cols
+}
+
+// carryTerm writes an incoming carry as "+c", or nothing when it is 0.
+func carryTerm(carry int) string {
+	if carry == 0 {
+		return ""
+	}
+	return fmt.Sprintf("+%d", carry)
 }
 
 // subWork returns a-b (a >= b) and its worked line.
@@ -287,24 +300,11 @@ func mulWork(a, b string) (string, []string) {
 
 // mulDigitWork returns a*d for a single digit d and its worked line.
 func mulDigitWork(a string, d int) (string, string) {
-	cols := make([]string, 0, len(a))
-	var out []byte
-	carry := 0
-	for i := range len(a) {
+	prod, cols := carryColumns(len(a), func(i, carry int) (int, string) {
 		x := digitAt(a, i)
-		p := x*d + carry
-		if carry > 0 {
-			cols = append(cols, fmt.Sprintf("%d*%d+%d=%d", x, d, carry, p))
-		} else {
-			cols = append(cols, fmt.Sprintf("%d*%d=%d", x, d, p))
-		}
-		out = append(out, byte('0'+p%10))
-		carry = p / 10
-	}
-	if carry > 0 {
-		out = append(out, byte('0'+carry))
-	}
-	prod := reverseDigits(out)
+		v := x*d + carry
+		return v, fmt.Sprintf("%d*%d%s=%d", x, d, carryTerm(carry), v)
+	})
 	return prod, workLine(fmt.Sprintf("%s*%d", a, d), cols, prod)
 }
 

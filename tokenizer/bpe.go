@@ -225,9 +225,6 @@ func (t *BPE) encodeSegment(ids []int, text string) []int {
 				next = append(next, w)
 			}
 		}
-		for i, w := range next {
-			next[i] = byteLevelString(w)
-		}
 		words = next
 	}
 	for _, w := range words {
@@ -236,15 +233,11 @@ func (t *BPE) encodeSegment(ids []int, text string) []int {
 	return ids
 }
 
-// encodeWord appends the ids of one pre-token, using the cache.
+// encodeWord appends the ids of one pre-token, before its byte-level
+// mapping, using the cache.
 func (t *BPE) encodeWord(ids []int, word string) []int {
-	if t.opts.ignoreMerges {
-		if id, ok := t.vocab[word]; ok {
-			return append(ids, int(id))
-		}
-	}
-	if len(t.merges) == 0 {
-		return appendIDs(ids, t.symbols(word))
+	if len(t.merges) == 0 && !t.opts.ignoreMerges {
+		return appendIDs(ids, t.symbols(t.modelWord(word)))
 	}
 	cacheable := len(word) <= maxCachedWord
 	if cacheable {
@@ -255,7 +248,13 @@ func (t *BPE) encodeWord(ids []int, word string) []int {
 			return appendIDs(ids, syms)
 		}
 	}
-	syms := t.mergeSymbols(t.symbols(word))
+	mw := t.modelWord(word)
+	var syms []int32
+	if id, ok := t.vocab[mw]; ok && t.opts.ignoreMerges {
+		syms = []int32{id}
+	} else {
+		syms = t.mergeSymbols(t.symbols(mw))
+	}
 	if cacheable {
 		t.mu.Lock()
 		if len(t.cache) >= maxCacheEntries {
@@ -265,6 +264,15 @@ func (t *BPE) encodeWord(ids []int, word string) []int {
 		t.mu.Unlock()
 	}
 	return appendIDs(ids, syms)
+}
+
+// modelWord is a pre-token as the model sees it: byte-level runes for a
+// byte-level tokenizer, unchanged otherwise.
+func (t *BPE) modelWord(word string) string {
+	if t.pipeline.byteLevel {
+		return byteLevelString(word)
+	}
+	return word
 }
 
 // symbols returns the per-character ids of word; a character outside the

@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/hacrl/hacrl/internal/atomicfile"
 )
 
 // fileJSON is the top level of a Hugging Face tokenizer.json.
@@ -340,8 +341,8 @@ func (t *BPE) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("tokenizer: save %s: %w", path, err)
 	}
-	if err := writeFileAtomic(path, data); err != nil {
-		return fmt.Errorf("tokenizer: save %s: %w", path, err)
+	if err := atomicfile.WriteFile(path, data); err != nil {
+		return fmt.Errorf("tokenizer: save: %w", err)
 	}
 	return nil
 }
@@ -374,33 +375,11 @@ func (t *BPE) marshal() ([]byte, error) {
 		}
 		return raw
 	}
-	type modelOut struct {
-		Type                    string          `json:"type"`
-		Dropout                 json.RawMessage `json:"dropout"`
-		UnkToken                *string         `json:"unk_token"`
-		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-		FuseUnk                 bool            `json:"fuse_unk"`
-		ByteFallback            bool            `json:"byte_fallback"`
-		IgnoreMerges            bool            `json:"ignore_merges"`
-		Vocab                   vocabJSON       `json:"vocab"`
-		Merges                  json.RawMessage `json:"merges"`
-	}
-	out := struct {
-		Version       string          `json:"version"`
-		Truncation    json.RawMessage `json:"truncation"`
-		Padding       json.RawMessage `json:"padding"`
-		AddedTokens   []addedToken    `json:"added_tokens"`
-		Normalizer    json.RawMessage `json:"normalizer"`
-		PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
-		PostProcessor json.RawMessage `json:"post_processor"`
-		Decoder       json.RawMessage `json:"decoder"`
-		Model         modelOut        `json:"model"`
-	}{
+	out := fileJSON{
 		Version: "1.0", Truncation: orNull(t.raw.truncation), Padding: orNull(t.raw.padding),
 		AddedTokens: added, Normalizer: orNull(t.raw.normalizer), PreTokenizer: orNull(t.raw.preTokenizer),
 		PostProcessor: orNull(t.raw.postProcessor), Decoder: orNull(t.raw.decoder),
-		Model: modelOut{
+		Model: modelJSON{
 			Type: "BPE", Dropout: orNull(t.raw.dropout), UnkToken: unk,
 			ContinuingSubwordPrefix: t.raw.continuingSubwordPrefix, EndOfWordSuffix: t.raw.endOfWordSuffix,
 			FuseUnk: t.opts.fuseUnk, IgnoreMerges: t.opts.ignoreMerges, Vocab: vocab, Merges: mergesJSON,
@@ -426,31 +405,4 @@ func marshalNoEscape(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path and renames it
-// into place, so readers see the old file or the new one, never a part.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp, 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }

@@ -354,3 +354,56 @@ func firstDiff(a, b [][2]int32) int {
 	}
 	return min(len(a), len(b))
 }
+
+func TestBPEConcurrentEncode(t *testing.T) {
+	tok := trainedBPE(t)
+	corpus := benchmarkCorpus(t)[:200]
+	want := make([][]int, len(corpus))
+	for i, s := range corpus {
+		want[i] = tok.Encode(s)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range corpus {
+				k := (i + 50*g) % len(corpus)
+				if got := tok.Encode(corpus[k]); !slices.Equal(got, want[k]) {
+					errs <- corpus[k]
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for s := range errs {
+		t.Errorf("concurrent Encode(%.40q) differs", s)
+	}
+}
+
+func BenchmarkEncode(b *testing.B) {
+	tok := trainedBPE(b)
+	corpus := benchmarkCorpus(b)
+	size := 0
+	for _, s := range corpus {
+		size += len(s)
+	}
+	b.SetBytes(int64(size))
+	for b.Loop() {
+		for _, s := range corpus {
+			tok.Encode(s)
+		}
+	}
+}
+
+func BenchmarkTrainBPE(b *testing.B) {
+	corpus := benchmarkCorpus(b)
+	for b.Loop() {
+		if _, err := TrainBPE(context.Background(), corpus, 2000, chatSpecials); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"strconv"
+	"strings"
 )
 
 // Limits of EvalExpression: longer or deeper inputs are rejected unparsed.
@@ -37,7 +38,7 @@ func EvalExpression(expr string, numbers []int, fractions bool) (*big.Rat, error
 	for _, n := range numbers {
 		p.avail[n]++
 	}
-	v, err := p.sum(0)
+	v, err := p.binary(0, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -78,56 +79,57 @@ func (p *exprParser) peekOp() rune {
 	return 0
 }
 
-func (p *exprParser) sum(depth int) (*big.Rat, error) {
-	v, err := p.product(depth)
+// operators lists the binary operators by precedence level, loosest first.
+var operators = [...]string{"+-", "*/"}
+
+// binary parses operands of precedence level joined by that level's
+// operators, left to right.
+func (p *exprParser) binary(depth, level int) (*big.Rat, error) {
+	operand := func() (*big.Rat, error) {
+		if level+1 < len(operators) {
+			return p.binary(depth, level+1)
+		}
+		return p.factor(depth)
+	}
+	v, err := operand()
 	if err != nil {
 		return nil, err
 	}
 	for {
 		op := p.peekOp()
-		if op != '+' && op != '-' {
+		if op == 0 || !strings.ContainsRune(operators[level], op) {
 			return v, nil
 		}
 		p.pos++
-		w, err := p.product(depth)
+		w, err := operand()
 		if err != nil {
 			return nil, err
 		}
-		if op == '+' {
-			v.Add(v, w)
-		} else {
-			v.Sub(v, w)
+		if err := p.apply(v, op, w); err != nil {
+			return nil, err
 		}
 	}
 }
 
-func (p *exprParser) product(depth int) (*big.Rat, error) {
-	v, err := p.factor(depth)
-	if err != nil {
-		return nil, err
-	}
-	for {
-		op := p.peekOp()
-		if op != '*' && op != '/' {
-			return v, nil
-		}
-		p.pos++
-		w, err := p.factor(depth)
-		if err != nil {
-			return nil, err
-		}
-		if op == '*' {
-			v.Mul(v, w)
-			continue
-		}
+// apply sets v to v op w.
+func (p *exprParser) apply(v *big.Rat, op rune, w *big.Rat) error {
+	switch op {
+	case '+':
+		v.Add(v, w)
+	case '-':
+		v.Sub(v, w)
+	case '*':
+		v.Mul(v, w)
+	case '/':
 		if w.Sign() == 0 {
-			return nil, ErrDivideZero
+			return ErrDivideZero
 		}
 		v.Quo(v, w)
 		if !p.fractions && !v.IsInt() {
-			return nil, fmt.Errorf("%w: %s", ErrNonInteger, v.RatString())
+			return fmt.Errorf("%w: %s", ErrNonInteger, v.RatString())
 		}
 	}
+	return nil
 }
 
 func (p *exprParser) factor(depth int) (*big.Rat, error) {
@@ -140,7 +142,7 @@ func (p *exprParser) factor(depth int) (*big.Rat, error) {
 			return nil, fmt.Errorf("%w: more than %d nested parentheses", ErrTooComplex, MaxExpressionDepth)
 		}
 		p.pos++
-		v, err := p.sum(depth + 1)
+		v, err := p.binary(depth+1, 0)
 		if err != nil {
 			return nil, err
 		}

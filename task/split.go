@@ -53,6 +53,9 @@ func problemRand(name string, seed uint64, split Split, index int) *rand.Rand {
 // draw calls gen with r until it yields a problem whose canonical form
 // belongs to split, and returns that problem.
 func draw[P any](name string, split Split, r *rand.Rand, gen func(*rand.Rand) (P, string)) P {
+	if !split.Valid() {
+		panic(fmt.Sprintf("task %s: unknown split %q (want %q or %q)", name, split, Train, Test))
+	}
 	for range maxDraws {
 		p, canonical := gen(r)
 		if splitOf(name, canonical) == split {

@@ -414,3 +414,13 @@ func TestEqual(t *testing.T) {
 		}
 	}
 }
+
+func TestUnknownSplitPanics(t *testing.T) {
+	tk := mustNew(t, "countdown", Options{})
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `unknown split "val"`) {
+			t.Errorf("recovered %v, want an unknown split panic", r)
+		}
+	}()
+	tk.Problem("val", 0)
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -94,6 +95,10 @@ type patternJSON struct {
 // package writes, and Hugging Face byte-level BPE files (GPT-2, Llama 3,
 // Qwen2). It returns a *Char for a BPE model with no merges and no
 // pre-tokenizer, and a *BPE otherwise. Errors name the file and the field.
+//
+// Special roles come from the token names (BOSNames, EOSNames, …) unless a
+// tokenizer_config.json beside the file names them in bos_token, eos_token,
+// pad_token or unk_token, as Hugging Face model repositories do.
 func Load(path string) (Tokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -102,6 +107,14 @@ func Load(path string) (Tokenizer, error) {
 	t, err := parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
+	}
+	cfg := filepath.Join(filepath.Dir(path), "tokenizer_config.json")
+	if data, err := os.ReadFile(cfg); err == nil {
+		if t.specials, err = t.configSpecials(data); err != nil {
+			return nil, fmt.Errorf("tokenizer: %s: %w", cfg, err)
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	if len(t.mergeList) == 0 && len(t.pipeline.splits) == 0 && !t.pipeline.byteLevel {
 		return &Char{BPE: t}, nil
@@ -405,4 +418,41 @@ func marshalNoEscape(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(b.Bytes(), "\n"), nil
+}
+
+// configSpecials applies the roles named in a tokenizer_config.json; each is
+// a token string, an object with "content", or null (no such role).
+func (t *BPE) configSpecials(data []byte) (Specials, error) {
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return Specials{}, jsonError(err)
+	}
+	s := t.specials
+	for _, role := range []struct {
+		field string
+		id    *int
+	}{{"bos_token", &s.BOS}, {"eos_token", &s.EOS}, {"pad_token", &s.PAD}, {"unk_token", &s.UNK}} {
+		raw, ok := cfg[role.field]
+		if !ok {
+			continue
+		}
+		if isNull(raw) {
+			*role.id = -1
+			continue
+		}
+		var name string
+		if err := json.Unmarshal(raw, &name); err != nil {
+			var obj struct{ Content *string }
+			if err := json.Unmarshal(raw, &obj); err != nil || obj.Content == nil {
+				return Specials{}, fmt.Errorf("%s: want a token string, {\"content\": ...} or null, got %s", role.field, raw)
+			}
+			name = *obj.Content
+		}
+		id, ok := t.TokenID(name)
+		if !ok {
+			return Specials{}, fmt.Errorf("%s: %q is not a token", role.field, name)
+		}
+		*role.id = id
+	}
+	return s, nil
 }

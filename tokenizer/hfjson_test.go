@@ -217,3 +217,37 @@ func TestLoadErrorsNameTheField(t *testing.T) {
 		t.Errorf("missing file: err = %v", err)
 	}
 }
+
+func TestLoadTokenizerConfig(t *testing.T) {
+	for _, tc := range []struct {
+		config string
+		want   Specials
+		err    string
+	}{
+		{`{"eos_token": "!", "bos_token": {"content": "<|endoftext|>", "lstrip": false}, "pad_token": null}`,
+			Specials{BOS: 20, EOS: 19, PAD: -1, UNK: -1}, ""},
+		{`{"model_max_length": 1024}`, Specials{BOS: -1, EOS: 20, PAD: -1, UNK: -1}, ""},
+		{`{"eos_token": "<|im_end|>"}`, Specials{}, `eos_token: "<|im_end|>" is not a token`},
+		{`{"pad_token": 7}`, Specials{}, "pad_token: want a token string"},
+		{`{"pad_token": `, Specials{}, "invalid JSON"},
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "tokenizer.json")
+		os.WriteFile(path, []byte(gpt2Style), 0o644)
+		os.WriteFile(filepath.Join(dir, "tokenizer_config.json"), []byte(tc.config), 0o644)
+		tok, err := Load(path)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), "tokenizer_config.json") {
+				t.Errorf("config %s: err = %v, want %q", tc.config, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("config %s: %v", tc.config, err)
+			continue
+		}
+		if got := tok.Special(); got != tc.want {
+			t.Errorf("config %s: Special = %+v, want %+v", tc.config, got, tc.want)
+		}
+	}
+}

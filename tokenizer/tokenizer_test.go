@@ -44,6 +44,14 @@ func benchmarkCorpus(t testing.TB) []string {
 	return corpus
 }
 
+func totalBytes(corpus []string) int {
+	n := 0
+	for _, s := range corpus {
+		n += len(s)
+	}
+	return n
+}
+
 var chatSpecials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
 
 var (
@@ -71,11 +79,7 @@ func trainedBPE(t testing.TB) *BPE {
 func TestTrainBPE(t *testing.T) {
 	tok := trainedBPE(t)
 	corpus := benchmarkCorpus(t)
-	size := 0
-	for _, s := range corpus {
-		size += len(s)
-	}
-	t.Logf("trained 1000 tokens on %d bytes in %v", size, trainedTime)
+	t.Logf("trained 1000 tokens on %d bytes in %v", totalBytes(corpus), trainedTime)
 	if tok.VocabSize() != 1000 {
 		t.Errorf("VocabSize = %d, want 1000", tok.VocabSize())
 	}
@@ -101,11 +105,7 @@ func TestTrainBPE(t *testing.T) {
 	for _, s := range corpus[:500] {
 		ids += len(tok.Encode(s))
 	}
-	bytes := 0
-	for _, s := range corpus[:500] {
-		bytes += len(s)
-	}
-	if ratio := float64(bytes) / float64(ids); ratio < 2.2 {
+	if ratio := float64(totalBytes(corpus[:500])) / float64(ids); ratio < 2.2 {
 		t.Errorf("%.2f bytes per token, want at least 2.2", ratio)
 	}
 	if trainedTime > 30*time.Second {
@@ -387,11 +387,7 @@ func TestBPEConcurrentEncode(t *testing.T) {
 func BenchmarkEncode(b *testing.B) {
 	tok := trainedBPE(b)
 	corpus := benchmarkCorpus(b)
-	size := 0
-	for _, s := range corpus {
-		size += len(s)
-	}
-	b.SetBytes(int64(size))
+	b.SetBytes(int64(totalBytes(corpus)))
 	for b.Loop() {
 		for _, s := range corpus {
 			tok.Encode(s)

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/train"
+	"github.com/spf13/cobra"
+)
+
+func sftCmd() *cobra.Command {
+	var out string
+	var steps int
+	cmd := &cobra.Command{
+		Use:   "sft CONFIG",
+		Short: "Supervised warm start of one agent on a task's worked solutions or a dataset",
+		Long: `Train one agent from scratch or from a checkpoint by cross-entropy on the
+worked solutions of a task (or a dataset's answers), and save it as a checkpoint
+directory (config.json, model.safetensors, tokenizer.json, agent.json) that a
+train config names as an agent's checkpoint. examples/sft/ has the configs that
+remake the example agents.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.LoadSFT(args[0])
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("out") {
+				cfg.Out = out
+			}
+			if cmd.Flags().Changed("steps") {
+				cfg.Steps = steps
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("config %s: %w", args[0], err)
+			}
+			res, err := train.SFT(cmd.Context(), cfg, os.Stderr)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("saved %s: %d steps, loss %.4f", cfg.Out, res.Steps, res.FinalLoss)
+			if res.Accuracy >= 0 {
+				fmt.Printf(", test greedy accuracy %.3f", res.Accuracy)
+			}
+			fmt.Printf(" (%s)\n", res.Elapsed.Round(1e9))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&out, "out", "", "checkpoint directory (overrides the config)")
+	cmd.Flags().IntVar(&steps, "steps", 0, "training steps (overrides the config)")
+	return cmd
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/progress"
+	"github.com/hacrl/hacrl/train"
+	"github.com/spf13/cobra"
+)
+
+func trainCmd() *cobra.Command {
+	var (
+		steps, seed int64
+		out         string
+		resume      bool
+		backendCfg  string
+	)
+	cmd := &cobra.Command{
+		Use:   "train CONFIG",
+		Short: "Train the agents a config names, together, with the chosen method",
+		Long: `Train the agents a config file names, with HACPO or a baseline.
+
+The run writes OUT/metrics.jsonl, TensorBoard files in OUT/tb, checkpoints in
+OUT/checkpoints and the final agents in OUT/final/<agent>. Interrupt (Ctrl-C)
+finishes the current step, saves a checkpoint and exits; --resume continues.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(args[0])
+			if err != nil {
+				return err
+			}
+			f := cmd.Flags()
+			if f.Changed("steps") {
+				cfg.Steps = int(steps)
+			}
+			if f.Changed("seed") {
+				cfg.Seed = seed
+			}
+			if f.Changed("out") {
+				cfg.Out = out
+			}
+			if f.Changed("backend") {
+				cfg.Backend = backendCfg
+			}
+			if err := cfg.Validate(); err != nil {
+				return fmt.Errorf("config %s: %w", args[0], err)
+			}
+			names := make([]string, len(cfg.Agents))
+			for i, a := range cfg.Agents {
+				names[i] = a.Name
+			}
+			disp := progress.New(os.Stderr, names, cfg.Steps)
+			defer disp.Close()
+			run, err := train.New(cmd.Context(), cfg, train.Options{Resume: resume, Observer: disp})
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(os.Stderr, run.Plan())
+			sum, err := run.Train(cmd.Context())
+			if sum != nil {
+				fmt.Print(sum)
+			}
+			if errors.Is(err, train.ErrInterrupted) {
+				fmt.Fprintf(os.Stderr, "interrupted after step %d; checkpoint saved in %s (continue with --resume)\n", sum.Steps, cfg.Out)
+				return exitCode(130)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "metrics: %s/metrics.jsonl · final agents: %s/final\n", cfg.Out, cfg.Out)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&steps, "steps", 0, "number of training steps (overrides the config)")
+	f.Int64Var(&seed, "seed", 0, "random seed (overrides the config)")
+	f.StringVar(&out, "out", "", "output directory (overrides the config)")
+	f.BoolVar(&resume, "resume", false, "continue from the latest checkpoint in the output directory")
+	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config, e.g. go:parallelism=-1 or xla:cuda (with -tags xla)")
+	return cmd
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+
+	"github.com/hacrl/hacrl/verify"
+	"github.com/spf13/cobra"
+)
+
+func verifyCmd() *cobra.Command {
+	var jsonl string
+	cmd := &cobra.Command{
+		Use:   "verify ANSWER REFERENCE | verify --jsonl FILE",
+		Short: "Check a math answer against a reference (exit 0 equal, 1 not equal)",
+		Long: `Check a model's answer against a reference answer with hacrl's math checker:
+the final answer is extracted (last \boxed{}, "the answer is", #### N, else the
+last number), normalized, and compared as numbers, fractions, expressions,
+tuples, intervals, sets or matrices. Exit status 0 when equal, 1 when not.
+
+With --jsonl FILE (or - for standard input), every line {"answer": …,
+"reference": …} is written back to standard output, in order, with
+"equal": true|false added; a bad line is reported on standard error with its
+line number and the others go on (exit status 2 if any line was bad).`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if jsonl != "" {
+				if len(args) != 0 {
+					return fmt.Errorf("--jsonl takes no positional arguments")
+				}
+				in := os.Stdin
+				if jsonl != "-" {
+					f, err := os.Open(jsonl)
+					if err != nil {
+						return err
+					}
+					defer f.Close()
+					in = f
+				}
+				w := bufio.NewWriter(os.Stdout)
+				sum, err := verify.VerifyJSONL(cmd.Context(), in, w, os.Stderr)
+				if ferr := w.Flush(); err == nil {
+					err = ferr
+				}
+				if err != nil {
+					return err
+				}
+				if sum.Bad > 0 {
+					return exitCode(2)
+				}
+				return nil
+			}
+			if len(args) != 2 {
+				return fmt.Errorf("want ANSWER REFERENCE, or --jsonl FILE")
+			}
+			if verify.EqualResponse(args[0], args[1]) {
+				fmt.Println("equal")
+				return nil
+			}
+			fmt.Println("not equal")
+			return exitCode(1)
+		},
+	}
+	cmd.Flags().StringVar(&jsonl, "jsonl", "", "check every line of a JSONL file (- for standard input)")
+	return cmd
+}

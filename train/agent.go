@@ -1,0 +1,176 @@
+package train
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gomlx/compute"
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/tokenizer"
+)
+
+// Agent is one participant of a run: its policy, the frozen reference copy for
+// the KL term, its optimizer, tokenizer, prompt template and sampling settings.
+type Agent struct {
+	Index    int
+	Name     string
+	Model    *model.Model
+	Ref      *model.Model // nil when the KL coefficient is 0
+	Trainer  *model.Trainer
+	Tok      tokenizer.Tokenizer
+	Template tokenizer.Template
+	Sampling model.SampleOptions
+	Opt      config.Optimizer
+	// Task is the generated task the agent trains on (nil for datasets),
+	// recorded in agent.json so evaluation can find the held-out split.
+	Task *config.Task
+}
+
+// Meta is agent.json, saved beside an agent's weights: how it prompts and
+// samples, and the task it learned, so `hacrl eval` needs no other config.
+type Meta struct {
+	Name     string          `json:"name"`
+	Template config.Template `json:"template"`
+	Sampling config.Sampling `json:"sampling"`
+	Task     *config.Task    `json:"task,omitempty"`
+}
+
+// ReadMeta reads dir/agent.json; a checkpoint without one gets a plain
+// template and default sampling.
+func ReadMeta(dir string) (Meta, error) {
+	m := Meta{Name: filepath.Base(dir), Template: config.Template{Kind: "plain"},
+		Sampling: config.Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 64}}
+	data, err := os.ReadFile(filepath.Join(dir, "agent.json"))
+	if os.IsNotExist(err) {
+		return m, nil
+	}
+	if err != nil {
+		return m, err
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		return m, fmt.Errorf("%s: %w", filepath.Join(dir, "agent.json"), err)
+	}
+	return m, nil
+}
+
+// Stop returns the token the agent ends a response with (−1 if none).
+func (a *Agent) Stop() int {
+	if s := a.Template.StopTokens(a.Tok); len(s) > 0 {
+		return s[0]
+	}
+	return -1
+}
+
+// MaxResponse is the longest response the agent samples or trains on.
+func (a *Agent) MaxResponse() int { return a.Sampling.MaxNewTokens }
+
+// loadAgent builds agent i from its config: a checkpoint directory or a new
+// model, plus its tokenizer.
+func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool) (*Agent, error) {
+	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
+	tokPath := ac.Tokenizer
+	if ac.Checkpoint != "" {
+		m, err := model.Load(b, ac.Checkpoint)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+		}
+		a.Model = m
+		if tokPath == "" {
+			tokPath = filepath.Join(ac.Checkpoint, "tokenizer.json")
+		}
+	}
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+	}
+	a.Tok = tok
+	if ac.Model != nil {
+		cfg := newModelConfig(ac.Model, tok)
+		m, err := model.New(b, cfg, ac.Model.Seed)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+		}
+		a.Model = m
+	}
+	if v, mv := tok.VocabSize(), a.Model.Config().Vocab; v > mv {
+		return nil, fmt.Errorf("agent %s: tokenizer %s has %d tokens but the model's vocabulary is %d", ac.Name, tokPath, v, mv)
+	}
+	a.Template = tokenizer.Template{Kind: ac.Template.Kind, System: ac.Template.System}
+	a.Sampling = model.SampleOptions{
+		MaxNewTokens: ac.Sampling.MaxNewTokens,
+		Temperature:  ac.Sampling.Temperature,
+		TopP:         ac.Sampling.TopP,
+		TopK:         ac.Sampling.TopK,
+		Stop:         a.Template.StopTokens(tok),
+	}
+	if len(a.Sampling.Stop) == 0 {
+		return nil, fmt.Errorf("agent %s: tokenizer %s has no EOS token to end responses with", ac.Name, tokPath)
+	}
+	if withRef {
+		ref, err := a.Model.Clone()
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: reference copy: %w", ac.Name, err)
+		}
+		a.Ref = ref
+	}
+	tr, err := model.NewTrainer(a.Model, optimizerConfig(ac.Optimizer))
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+	}
+	a.Trainer = tr
+	return a, nil
+}
+
+func optimizerConfig(o config.Optimizer) model.OptimizerConfig {
+	return model.OptimizerConfig{
+		LearningRate: o.LR,
+		WeightDecay:  *o.WeightDecay,
+		Beta1:        o.Beta1,
+		Beta2:        o.Beta2,
+		Epsilon:      o.Epsilon,
+		MaxGradNorm:  o.MaxGradNorm,
+	}
+}
+
+// newModelConfig turns a config's new-model section into an engine config,
+// taking the vocabulary and special tokens from the tokenizer.
+func newModelConfig(m *config.NewModel, tok tokenizer.Tokenizer) model.Config {
+	sp := tok.Special()
+	return model.Config{
+		Family:        m.Family,
+		Vocab:         tok.VocabSize(),
+		Dim:           m.Dim,
+		Layers:        m.Layers,
+		Heads:         m.Heads,
+		KVHeads:       m.KVHeads,
+		Hidden:        m.Hidden,
+		MaxSeq:        m.MaxSeq,
+		Activation:    m.Activation,
+		TieEmbeddings: m.TieEmbeddings,
+		BOS:           sp.BOS,
+		EOS:           sp.EOS,
+	}
+}
+
+// saveAgent writes the agent's model, tokenizer and optimizer state into dir
+// (which the caller renames into place).
+func saveAgent(a *Agent, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := a.Model.Save(dir); err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
+	}
+	if err := a.Tok.Save(filepath.Join(dir, "tokenizer.json")); err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
+	}
+	if err := a.Trainer.SaveState(dir); err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
+	}
+	meta := Meta{Name: a.Name, Template: config.Template{Kind: a.Template.Kind, System: a.Template.System}, Task: a.Task,
+		Sampling: config.Sampling{Temperature: a.Sampling.Temperature, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens}}
+	return writeJSON(filepath.Join(dir, "agent.json"), meta)
+}

@@ -1,0 +1,138 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/evalmetric"
+	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/task"
+)
+
+// evalSet is one held-out set with its protocol.
+type evalSet struct {
+	cfg      config.EvalSet
+	task     task.Task
+	problems []task.Problem
+}
+
+// Result is an agent's evaluation on one set: greedy accuracy and, with k
+// samples, avg@k, pass@k and maj@k.
+type Result struct {
+	Problems int
+	Values   map[string]float64 // greedy_acc, avg@k, pass@k, maj@k
+}
+
+// Evaluate runs one agent alone on a set of problems, as at inference.
+func Evaluate(ctx context.Context, a *Agent, t task.Task, probs []task.Problem, set config.EvalSet, rng func(purpose string) *randSource) (*Result, error) {
+	prompts := renderPrompts(a, probs)
+	opt := a.Sampling
+	if set.MaxNewTokens > 0 {
+		opt.MaxNewTokens = set.MaxNewTokens
+	}
+	res := &Result{Problems: len(probs), Values: map[string]float64{}}
+	greedy := opt
+	greedy.Greedy = true
+	samples, err := a.Model.Generate(ctx, prompts, greedy, rng("greedy"))
+	if err != nil {
+		return nil, err
+	}
+	var correct float64
+	for i, s := range samples {
+		if t.Reward(probs[i], responseText(a, s)) >= 1 {
+			correct++
+		}
+	}
+	res.Values["greedy_acc"] = correct / float64(len(probs))
+	if k := set.Samples; k > 0 {
+		opt.Temperature = set.Temperature
+		batch := make([][]int, 0, len(prompts)*k)
+		for _, p := range prompts {
+			for range k {
+				batch = append(batch, p)
+			}
+		}
+		ss, err := a.Model.Generate(ctx, batch, opt, rng("sampled"))
+		if err != nil {
+			return nil, err
+		}
+		ex, _ := t.(task.Extractor)
+		per := make([][]evalmetric.Sample, len(probs))
+		for i := range probs {
+			for j := 0; j < k; j++ {
+				text := responseText(a, ss[i*k+j])
+				s := evalmetric.Sample{Correct: t.Reward(probs[i], text) >= 1}
+				if ex != nil {
+					s.Answer, s.HasAnswer = ex.Extract(text)
+				}
+				per[i] = append(per[i], s)
+			}
+		}
+		equal := func(x, y string) bool { return x == y }
+		if ex != nil {
+			equal = ex.Equal
+		}
+		avg, err := evalmetric.AvgAtK(evalmetric.Correct(per), k)
+		if err != nil {
+			return nil, err
+		}
+		pass, err := evalmetric.MeanPassAtK(evalmetric.Correct(per), k)
+		if err != nil {
+			return nil, err
+		}
+		maj, err := evalmetric.MajAtK(per, k, equal)
+		if err != nil {
+			return nil, err
+		}
+		res.Values[fmt.Sprintf("avg@%d", k)] = avg
+		res.Values[fmt.Sprintf("pass@%d", k)] = pass
+		res.Values[fmt.Sprintf("maj@%d", k)] = maj
+	}
+	return res, nil
+}
+
+func responseText(a *Agent, s model.Sample) string {
+	body := s.Tokens
+	if s.Stopped && len(body) > 0 {
+		body = body[:len(body)-1]
+	}
+	return a.Tok.Decode(body)
+}
+
+// evaluate evaluates every agent on every set after `step` steps and records
+// eval/<set>/<metric>.
+func (r *Run) evaluate(ctx context.Context, step int) error {
+	if r.lastEval == nil {
+		r.lastEval = map[string]map[string]float64{}
+	}
+	first := r.firstEval == nil
+	if first {
+		r.firstEval = map[string]map[string]float64{}
+	}
+	for i, a := range r.agents {
+		r.obs.Phase(step, a.Name, "eval")
+		t0 := time.Now()
+		vals := map[string]float64{}
+		for _, s := range r.evals {
+			res, err := Evaluate(ctx, a, s.task, s.problems, s.cfg, func(p string) *randSource { return r.rng(step, i, "eval/"+s.cfg.Name+"/"+p) })
+			if err != nil {
+				return fmt.Errorf("eval %s of agent %s at step %d: %w", s.cfg.Name, a.Name, step, err)
+			}
+			for k, v := range res.Values {
+				vals["eval/"+s.cfg.Name+"/"+k] = v
+			}
+		}
+		vals["time/eval"] = time.Since(t0).Seconds()
+		if err := r.metrics.Write(metrics.Record{Step: step, Agent: a.Name, Values: vals}); err != nil {
+			return err
+		}
+		if first {
+			r.firstEval[a.Name] = vals
+		}
+		r.lastEval[a.Name] = vals
+	}
+	return nil
+}

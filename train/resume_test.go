@@ -1,0 +1,148 @@
+package train
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hacrl/hacrl/metrics"
+	"go.yaml.in/yaml/v3"
+)
+
+// buildBinary builds cmd/hacrl once for the kill-and-resume test.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "hacrl")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/hacrl")
+	cmd.Env = append(os.Environ(), "GOEXPERIMENT=simd")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// deterministic drops the timing keys (and the record time), which measure
+// the machine rather than the run.
+func deterministic(recs []metrics.Record) []metrics.Record {
+	out := make([]metrics.Record, len(recs))
+	for i, r := range recs {
+		v := map[string]float64{}
+		for k, x := range r.Values {
+			if !strings.HasPrefix(k, "time/") && !strings.HasPrefix(k, "tokens_per_s") {
+				v[k] = x
+			}
+		}
+		out[i] = metrics.Record{Step: r.Step, Agent: r.Agent, Values: v}
+	}
+	return out
+}
+
+// TestKillAndResume: a run killed with SIGKILL at arbitrary moments, and once
+// in the middle of writing a checkpoint, then resumed until done, ends with
+// the same metrics as an uninterrupted run, bit for bit.
+func TestKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs several training processes")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, "hacpo", 4)
+	cfg.Eval.Every = 2
+	write := func(out string) string {
+		c := *cfg
+		c.Out = out
+		data, err := yaml.Marshal(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := out + ".yaml"
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run := func(cfgPath string, env []string, killAfter time.Duration, args ...string) (killed bool) {
+		cmd := exec.Command(bin, append([]string{"train", cfgPath}, args...)...)
+		cmd.Env = append(os.Environ(), env...)
+		var stderr bytes.Buffer
+		cmd.Stderr, cmd.Stdout = &stderr, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		var timer <-chan time.Time
+		if killAfter > 0 {
+			timer = time.After(killAfter)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+					return true
+				}
+				t.Fatalf("hacrl train: %v\n%s", err, stderr.String())
+			}
+			return false
+		case <-timer:
+			cmd.Process.Kill()
+			<-done
+			return true
+		}
+	}
+
+	ref := filepath.Join(dir, "ref")
+	run(write(ref), nil, 0)
+	want, err := metrics.ReadFile(filepath.Join(ref, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	out := filepath.Join(dir, "killed")
+	cfgPath := write(out)
+	// First a crash in the middle of writing step 2's checkpoint.
+	if !run(cfgPath, []string{CrashEnv + "=2"}, 0) {
+		t.Fatal("the process did not die in the checkpoint")
+	}
+	if cks, _ := listCheckpoints(out); len(cks) != 1 || filepath.Base(cks[0]) != "step-00000001" {
+		t.Fatalf("after a crash while writing step 2, checkpoints are %v, want only step 1", cks)
+	}
+	// Then kills at random moments, resuming each time, until a run finishes.
+	rng := rand.New(rand.NewPCG(1, 2))
+	kills := 0
+	for attempt := 0; ; attempt++ {
+		if attempt > 40 {
+			t.Fatal("the run never finished")
+		}
+		delay := time.Duration(300+rng.IntN(2500)) * time.Millisecond
+		if attempt >= 6 {
+			delay = 0 // let it finish
+		}
+		if run(cfgPath, nil, delay, "--resume") {
+			kills++
+			continue
+		}
+		break
+	}
+	got, err := metrics.ReadFile(filepath.Join(out, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d kills at random moments after the crash in a checkpoint", kills)
+	if !reflect.DeepEqual(deterministic(got), deterministic(want)) {
+		g, w := deterministic(got), deterministic(want)
+		for i := range min(len(g), len(w)) {
+			if !reflect.DeepEqual(g[i], w[i]) {
+				t.Fatalf("record %d differs:\n got %v\nwant %v", i, g[i], w[i])
+			}
+		}
+		t.Fatalf("%d records, want %d", len(g), len(w))
+	}
+}

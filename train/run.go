@@ -1,0 +1,297 @@
+// Package train runs collaborative RL: N heterogeneous agents trained together
+// on one verifiable task with HACPO or a baseline, as one synchronous loop.
+//
+// One step (../shared/docs/hacpo-paper.md §2.7; architecture.md):
+//
+//  1. draw B prompts (seeded, position-indexed: a resumed run draws the same);
+//  2. every agent samples G responses per prompt (G·2 for GSPO×2) with its own
+//     model, tokenizer and template; the verifier scores them;
+//  3. every agent scores its own responses: the old log-probs (before any update);
+//  4. the capability tracker takes each agent's step accuracy (window K);
+//  5. for each learner in turn: its view of the pool (others' responses
+//     re-tokenized), advantages with its capability-weighted baseline, then
+//     mini-batch updates, self samples first, each a forward pass for the
+//     current log-probs, the loss and per-token gradient weights from package
+//     hacpo, and a backward pass with AdamW.
+//
+// Single-agent methods (GRPO, GSPO, GSPO×2) run through the same loop with
+// sharing off: every agent trains alone on its own responses.
+//
+// A run writes OUT/metrics.jsonl (and TensorBoard files), evaluates on
+// held-out sets on a schedule, and checkpoints atomically: all agents' weights
+// and optimizer states, the capability window and the step. Every random draw
+// is derived from (seed, step, agent, purpose), so there is no RNG state to
+// save and a run killed at any moment and resumed reproduces an uninterrupted
+// run's metrics bit for bit (timing metrics aside).
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gomlx/compute"
+	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/hacpo"
+	"github.com/hacrl/hacrl/metrics"
+)
+
+// Observer receives progress: the CLI draws it live or logs it.
+type Observer interface {
+	// Phase says agent has started phase (sample, score, update, eval, checkpoint) of a step.
+	Phase(step int, agent, phase string)
+	// Step says a step finished, with its wall time.
+	Step(step, total int, elapsed time.Duration, summary string)
+	// Log is a message for the user.
+	Log(msg string)
+}
+
+// Options are the run's command-line overrides.
+type Options struct {
+	Resume   bool // continue from OUT's latest checkpoint
+	Observer Observer
+}
+
+// Run is a training run in progress.
+type Run struct {
+	cfg     *config.Config
+	backend compute.Backend
+	agents  []*Agent
+	algo    hacpo.Settings
+	tracker *hacpo.CapabilityTracker
+	data    *problems
+	evals   []*evalSet
+	metrics *metrics.Writer
+	obs     Observer
+	start   int // steps already done
+	seed    uint64
+	// first and last evaluation, per set and agent, for the summary
+	firstEval, lastEval map[string]map[string]float64
+
+	// gradHook, when set (tests), may alter a mini-batch's gradient weights
+	// before the backward pass: fault injection for the non-finite guard.
+	gradHook func(step int, agent string, m int, grad [][]float32)
+}
+
+// ErrInterrupted is returned by Train when the context was cancelled; the run
+// was checkpointed at the last completed step.
+var ErrInterrupted = errors.New("interrupted")
+
+// New prepares a run: agents, task, method, output directory; with
+// opts.Resume it restores the latest checkpoint in cfg.Out.
+func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
+	if cfg.Out == "" {
+		return nil, errors.New("train: config has no out directory (set out: or --out)")
+	}
+	algo, err := methodSettings(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if algo.SharesRollouts && len(cfg.Agents) < 2 {
+		return nil, fmt.Errorf("method.name: %s shares rollouts and needs at least 2 agents, got %d", algo.Method, len(cfg.Agents))
+	}
+	obs := opts.Observer
+	if obs == nil {
+		obs = logObserver{}
+	}
+	r := &Run{cfg: cfg, algo: algo, obs: obs, seed: uint64(cfg.Seed)}
+	t, err := BuildTask(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.data = newProblems(t, r.seed)
+	if r.evals, err = buildEvalSets(cfg, t); err != nil {
+		return nil, err
+	}
+	b, err := backend.New(backend.Config(orDefault(cfg.Backend, backend.Default)))
+	if err != nil {
+		return nil, err
+	}
+	r.backend = b
+	ckpt := ""
+	if opts.Resume {
+		if ckpt, err = latestCheckpoint(cfg.Out); err != nil {
+			return nil, err
+		}
+		if ckpt == "" {
+			obs.Log(fmt.Sprintf("no checkpoint in %s: starting from step 0", cfg.Out))
+		}
+	}
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	withRef := algo.KLCoef > 0
+	for i, ac := range cfg.Agents {
+		a, err := loadAgent(b, i, ac, false)
+		if err != nil {
+			return nil, err
+		}
+		a.Task = cfg.Task
+		r.agents = append(r.agents, a)
+	}
+	if ckpt != "" {
+		if err := r.restore(ckpt); err != nil {
+			return nil, err
+		}
+	} else {
+		if r.tracker, err = hacpo.NewCapabilityTracker(len(r.agents), algo.Capability); err != nil {
+			return nil, err
+		}
+	}
+	if withRef {
+		if err := r.setupReferences(b, ckpt != ""); err != nil {
+			return nil, err
+		}
+	}
+	if err := writeResolvedConfig(cfg); err != nil {
+		return nil, err
+	}
+	r.metrics, err = metrics.Open(cfg.Out, r.start)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// rng is the random source for one purpose of one agent at one step.
+func (r *Run) rng(step, agent int, purpose string) *rand.Rand {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d/%d/%s", step, agent, purpose)
+	return rand.New(rand.NewPCG(r.seed, h.Sum64()))
+}
+
+// Agents returns the run's agents.
+func (r *Run) Agents() []*Agent { return r.agents }
+
+// StartStep is the number of steps already done (after a resume).
+func (r *Run) StartStep() int { return r.start }
+
+// Train runs the remaining steps. Cancelling ctx stops after the current step,
+// saves a checkpoint and returns ErrInterrupted.
+func (r *Run) Train(ctx context.Context) (*Summary, error) {
+	defer r.metrics.Close()
+	steps := r.cfg.Steps
+	t0 := time.Now()
+	if r.start == 0 && *r.cfg.Eval.AtStart && len(r.evals) > 0 {
+		if err := r.evaluate(ctx, 0); err != nil {
+			return nil, err
+		}
+	}
+	for step := r.start; step < steps; step++ {
+		if ctx.Err() != nil {
+			if err := r.checkpoint(step); err != nil {
+				return nil, err
+			}
+			return r.summary(step, time.Since(t0)), ErrInterrupted
+		}
+		ts := time.Now()
+		// A step runs to its end even when interrupted, so that a checkpoint
+		// never holds some agents updated and others not.
+		vals, err := r.step(context.WithoutCancel(ctx), step)
+		if err != nil {
+			return nil, err
+		}
+		done := step + 1
+		elapsed := time.Since(ts)
+		for i, a := range r.agents {
+			if err := r.metrics.Write(metrics.Record{Step: done, Agent: a.Name, Values: vals[i]}); err != nil {
+				return nil, err
+			}
+		}
+		if err := r.metrics.Write(metrics.Record{Step: done, Values: map[string]float64{"time/step": elapsed.Seconds()}}); err != nil {
+			return nil, err
+		}
+		r.obs.Step(done, steps, elapsed, stepSummary(r.agents, vals))
+		last := done == steps
+		if len(r.evals) > 0 && (last || (r.cfg.Eval.Every > 0 && done%r.cfg.Eval.Every == 0)) {
+			if err := r.evaluate(context.WithoutCancel(ctx), done); err != nil {
+				return nil, err
+			}
+		}
+		if last || (r.cfg.Checkpoint.Every > 0 && done%r.cfg.Checkpoint.Every == 0) {
+			if err := r.checkpoint(done); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := r.saveFinal(); err != nil {
+		return nil, err
+	}
+	return r.summary(steps, time.Since(t0)), nil
+}
+
+func stepSummary(agents []*Agent, vals []map[string]float64) string {
+	var parts []string
+	for i, a := range agents {
+		parts = append(parts, fmt.Sprintf("%s acc %.3f", a.Name, vals[i]["accuracy/train"]))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// saveFinal writes every agent as a standalone checkpoint in OUT/final/<name>,
+// ready for `hacrl eval` or as the starting point of another run.
+func (r *Run) saveFinal() error {
+	for _, a := range r.agents {
+		dst := filepath.Join(r.cfg.Out, "final", a.Name)
+		if err := writeDirAtomic(dst, func(tmp string) error { return saveAgent(a, tmp) }); err != nil {
+			return fmt.Errorf("train: final checkpoint of %s: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+type logObserver struct{}
+
+func (logObserver) Phase(int, string, string)            {}
+func (logObserver) Step(int, int, time.Duration, string) {}
+func (logObserver) Log(msg string)                       { fmt.Fprintln(os.Stderr, msg) }
+
+// Plan describes the derived batch arithmetic of the run, per agent: rollouts
+// per step, sequences per mini-batch and updates per step.
+func (r *Run) Plan() string {
+	var b strings.Builder
+	c := r.cfg.Batch
+	G := c.ResponsesPerPrompt * r.algo.ResponsesMultiplier
+	counts := make([]int, len(r.agents))
+	for i := range counts {
+		counts[i] = c.PromptsPerStep * G
+	}
+	fmt.Fprintf(&b, "method %s (%s rollouts), %d agents, %d steps, seed %d\n", r.algo.Method,
+		map[bool]string{true: "shared", false: "private"}[r.algo.SharesRollouts], len(r.agents), r.cfg.Steps, r.cfg.Seed)
+	fmt.Fprintf(&b, "per step: %d prompts × %d responses = %d rollouts per agent\n", c.PromptsPerStep, G, c.PromptsPerStep*G)
+	for k, a := range r.agents {
+		p, err := r.algo.PlanMiniBatches(k, counts, c.MiniBatch)
+		if err != nil {
+			fmt.Fprintf(&b, "  %s: %v\n", a.Name, err)
+			continue
+		}
+		micro := c.MicroBatch
+		if micro == 0 {
+			micro = c.MiniBatch
+		}
+		fmt.Fprintf(&b, "  %-14s %s %d params, trains on %d sequences in %d updates of up to %d (micro-batch %d); lr %g %s\n",
+			a.Name, a.Model.Config().Family, a.Model.NumParams(), p.Sequences(), p.Updates(), c.MiniBatch, micro, a.Opt.LR, a.Opt.Schedule)
+		for _, mb := range p.MiniBatches {
+			fmt.Fprintf(&b, "      m=%d: %d self + %d cross", mb.M, mb.Self, mb.Cross)
+			if mb.Cross > 0 && mb.CrossLower > 0 {
+				fmt.Fprintf(&b, ", cross lower bound %.4g", mb.CrossLower)
+			}
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}

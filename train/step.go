@@ -1,0 +1,149 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/rollout"
+	"github.com/hacrl/hacrl/task"
+)
+
+// stepResult is what one step measured, per agent.
+type stepResult struct {
+	values []map[string]float64 // per agent
+}
+
+// drawProblems returns the step's prompts: positions step·B … step·B+B−1 of
+// the training split (for finite datasets, of a seeded permutation per epoch).
+func (r *Run) drawProblems(step int) []task.Problem {
+	B := r.cfg.Batch.PromptsPerStep
+	out := make([]task.Problem, B)
+	for i := range out {
+		out[i] = r.data.at(step*B + i)
+	}
+	return out
+}
+
+// renderPrompts applies an agent's template to every problem.
+func renderPrompts(a *Agent, problems []task.Problem) [][]int {
+	out := make([][]int, len(problems))
+	for i, p := range problems {
+		out[i] = a.Template.Prompt(a.Tok, p.Question)
+	}
+	return out
+}
+
+// checkFits reports a prompt that leaves no room for the response in the
+// model's context.
+func checkFits(a *Agent, prompts [][]int, problems []task.Problem) error {
+	maxSeq := a.Model.Config().MaxSeq
+	for i, p := range prompts {
+		if len(p)+a.Sampling.MaxNewTokens > maxSeq {
+			return fmt.Errorf("agent %s: problem %s: prompt of %d tokens + max_new_tokens %d exceeds the model's context of %d",
+				a.Name, problems[i].ID, len(p), a.Sampling.MaxNewTokens, maxSeq)
+		}
+	}
+	return nil
+}
+
+// sample makes every agent answer every prompt G times and scores the answers
+// with the verifier and with the source's own model (old log-probs, spec §2.7
+// step 3). It fills per-agent sampling metrics.
+func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, error) {
+	G := r.cfg.Batch.ResponsesPerPrompt * r.algo.ResponsesMultiplier
+	pool := &rollout.Pool{Agents: len(r.agents), Prompts: len(problems)}
+	for j, a := range r.agents {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.obs.Phase(step, a.Name, "sample")
+		t0 := time.Now()
+		batch := make([][]int, 0, len(problems)*G)
+		for i := range problems {
+			for range G {
+				batch = append(batch, prompts[j][i])
+			}
+		}
+		samples, err := a.Model.Generate(ctx, batch, a.Sampling, r.rng(step, j, "sample"))
+		if err != nil {
+			return nil, fmt.Errorf("step %d: agent %s: sampling: %w", step, a.Name, err)
+		}
+		sampleTime := time.Since(t0).Seconds()
+		var tokens, truncated int
+		var rewardSum, correct float64
+		for n, s := range samples {
+			i := n / G
+			body := s.Tokens
+			if s.Stopped && len(body) > 0 {
+				body = body[:len(body)-1]
+			}
+			text := a.Tok.Decode(body)
+			rew := r.data.task.Reward(problems[i], text)
+			pool.Rollouts = append(pool.Rollouts, rollout.Rollout{
+				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped, Reward: rew,
+			})
+			tokens += len(s.Tokens)
+			if !s.Stopped {
+				truncated++
+			}
+			rewardSum += rew
+			if rew >= 1 {
+				correct++
+			}
+		}
+		n := float64(len(samples))
+		v := vals[j]
+		v["reward/mean"] = rewardSum / n
+		v["accuracy/train"] = correct / n
+		v["length/mean"] = float64(tokens) / n
+		v["length/truncated_frac"] = float64(truncated) / n
+		v["time/sample"] = sampleTime
+		v["tokens_per_s/sample"] = float64(tokens) / math.Max(sampleTime, 1e-9)
+	}
+	// Old log-probs: every source scores its own responses before any update.
+	for j, a := range r.agents {
+		r.obs.Phase(step, a.Name, "score")
+		t0 := time.Now()
+		own := pool.BySource(j)
+		seqs := make([]model.Sequence, len(own))
+		for i, ro := range own {
+			seqs[i] = model.Sequence{Prompt: prompts[j][ro.Prompt], Response: ro.Tokens}
+		}
+		sc, err := a.Model.Score(ctx, seqs, true)
+		if err != nil {
+			return nil, fmt.Errorf("step %d: agent %s: scoring its responses: %w", step, a.Name, err)
+		}
+		var ent float64
+		var cnt int
+		for i, ro := range own {
+			ro.OldLogProbs = sc.LogProbs[i]
+			for _, e := range sc.Entropy[i] {
+				ent += float64(e)
+				cnt++
+			}
+		}
+		vals[j]["entropy"] = ent / math.Max(float64(cnt), 1)
+		vals[j]["time/score"] = time.Since(t0).Seconds()
+	}
+	return pool, nil
+}
+
+// guard decides what a non-finite loss or gradient does: skip the mini-batch
+// (counted in the metrics) or stop the run with an error naming where.
+func (r *Run) guard(step int, a *Agent, m int, what string, skipped *int) error {
+	msg := fmt.Errorf("step %d: agent %s: mini-batch %d: non-finite %s", step, a.Name, m, what)
+	if r.cfg.OnNonFinite == "stop" {
+		return fmt.Errorf("%w (on_non_finite: stop)", msg)
+	}
+	r.obs.Log(fmt.Sprintf("%v; mini-batch skipped (on_non_finite: skip)", msg))
+	*skipped++
+	return nil
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+var errStop = errors.New("stopped")

@@ -1,0 +1,123 @@
+package train
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/dataset"
+	"github.com/hacrl/hacrl/task"
+)
+
+type randSource = rand.Rand
+
+// Summary is what a finished (or interrupted) run reports.
+type Summary struct {
+	Steps   int
+	Elapsed time.Duration
+	// Eval[agent][key] at the first and the last evaluation (keys eval/<set>/<metric>).
+	First, Last map[string]map[string]float64
+	Agents      []string
+}
+
+func (r *Run) summary(steps int, elapsed time.Duration) *Summary {
+	s := &Summary{Steps: steps, Elapsed: elapsed, First: r.firstEval, Last: r.lastEval}
+	for _, a := range r.agents {
+		s.Agents = append(s.Agents, a.Name)
+	}
+	return s
+}
+
+// String is the final table: every evaluation metric per agent, at the start
+// and at the end of training.
+func (s *Summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d steps in %s\n", s.Steps, s.Elapsed.Round(time.Second))
+	if len(s.Last) == 0 {
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%-16s %-28s %8s %8s %8s\n", "agent", "metric", "start", "end", "change")
+	for _, a := range s.Agents {
+		last := s.Last[a]
+		keys := make([]string, 0, len(last))
+		for k := range last {
+			if strings.HasPrefix(k, "eval/") {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			start, ok := s.First[a][k]
+			if ok {
+				fmt.Fprintf(&b, "%-16s %-28s %8.3f %8.3f %+8.3f\n", a, strings.TrimPrefix(k, "eval/"), start, last[k], last[k]-start)
+			} else {
+				fmt.Fprintf(&b, "%-16s %-28s %8s %8.3f %8s\n", a, strings.TrimPrefix(k, "eval/"), "-", last[k], "")
+			}
+		}
+	}
+	return b.String()
+}
+
+// buildEvalSets resolves the config's evaluation sets against the task.
+func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
+	var out []*evalSet
+	for i, sc := range cfg.Eval.Sets {
+		es := &evalSet{cfg: sc, task: t}
+		var err error
+		switch {
+		case sc.Benchmark != "":
+			es.task, err = dataset.Benchmark(sc.Benchmark)
+		case sc.Dataset != "":
+			es.task, err = DatasetTask(sc.Dataset, dataset.Options{}, "", task.Test)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("eval.sets[%d]: %w", i, err)
+		}
+		split := task.Test
+		if sc.Split == "train" {
+			split = task.Train
+		}
+		n, finite := task.Len(es.task, split)
+		if sc.Problems > 0 && (!finite || sc.Problems < n) {
+			n = sc.Problems
+		}
+		if !finite && sc.Problems <= 0 {
+			return nil, fmt.Errorf("eval.sets[%d].problems: required for the generated task %s", i, t.Name())
+		}
+		for j := range n {
+			es.problems = append(es.problems, es.task.Problem(split, j))
+		}
+		out = append(out, es)
+	}
+	return out, nil
+}
+
+func loadDataset(d *config.Dataset) (task.Task, error) {
+	return DatasetTask(d.Path, dataset.Options{
+		QuestionField: d.QuestionField, AnswerField: d.AnswerField, SolutionField: d.SolutionField, IDField: d.IDField,
+	}, d.PromptSuffix, task.Train)
+}
+
+// DatasetTask loads a JSONL or Parquet file as a task whose problems form the
+// given split, with an optional suffix on every question.
+func DatasetTask(path string, opts dataset.Options, suffix string, split task.Split) (task.Task, error) {
+	probs, err := dataset.Load(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	name := strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+	var d *dataset.Dataset
+	if split == task.Train {
+		d = dataset.New(name, probs, nil)
+	} else {
+		d = dataset.New(name, nil, probs)
+	}
+	if suffix != "" {
+		d = d.WithSuffix(suffix)
+	}
+	return d, nil
+}

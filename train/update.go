@@ -1,0 +1,286 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/hacpo"
+	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/rollout"
+	"github.com/hacrl/hacrl/task"
+)
+
+// step runs one training step and returns each agent's metrics.
+func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) {
+	vals := make([]map[string]float64, len(r.agents))
+	for i := range vals {
+		vals[i] = map[string]float64{}
+	}
+	problems := r.drawProblems(step)
+	prompts := make([][][]int, len(r.agents))
+	for j, a := range r.agents {
+		prompts[j] = renderPrompts(a, problems)
+		if err := checkFits(a, prompts[j], problems); err != nil {
+			return nil, err
+		}
+	}
+	pool, err := r.sample(ctx, step, problems, prompts, vals)
+	if err != nil {
+		return nil, err
+	}
+	// Capabilities take this step's rewards before any advantage (spec §7 item 14).
+	rewards := make([][]float64, len(r.agents))
+	for _, ro := range pool.Rollouts {
+		rewards[ro.Source] = append(rewards[ro.Source], ro.Reward)
+	}
+	if err := r.tracker.Update(rewards); err != nil {
+		return nil, fmt.Errorf("step %d: capability: %w", step, err)
+	}
+	for k, a := range r.agents {
+		vals[k]["capability"] = r.tracker.Capability(k)
+		if r.algo.SharesRollouts {
+			for j, src := range r.agents {
+				if j != k {
+					vals[k]["omega/"+src.Name] = r.tracker.Omega(j, k)
+				}
+			}
+		}
+		if err := r.learn(ctx, step, k, a, pool, prompts[k], vals[k]); err != nil {
+			return nil, err
+		}
+	}
+	return vals, nil
+}
+
+// learn runs learner k's updates for the step.
+func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Pool, prompts [][]int, v map[string]float64) error {
+	r.obs.Phase(step+1, a.Name, "update")
+	t0 := time.Now()
+	view, err := pool.View(rollout.Learner{Index: k, Tokenizer: a.Tok, Prompts: prompts, Stop: a.Stop(), MaxTokens: a.MaxResponse()})
+	if err != nil {
+		return err
+	}
+	if r.algo.SharesRollouts {
+		var changed, total int
+		for j, src := range r.agents {
+			if j == k {
+				continue
+			}
+			changed += view.Changed[j]
+			total += view.Total[j]
+			v["retokenize/changed_frac/"+src.Name] = view.ChangedFrac(j)
+		}
+		v["retokenize/changed_frac"] = float64(changed) / math.Max(float64(total), 1)
+	}
+
+	// Advantages per prompt group, from learner k's side.
+	adv := make([]float64, len(pool.Rollouts))
+	for _, g := range pool.Groups() {
+		var idx []int
+		var group []hacpo.Response
+		for _, i := range g {
+			ro := &pool.Rollouts[i]
+			if ro.Source == k || r.algo.SharesRollouts {
+				idx = append(idx, i)
+				group = append(group, hacpo.Response{Source: ro.Source, Reward: ro.Reward})
+			}
+		}
+		as, err := r.algo.Advantages(k, group, r.tracker.Omega)
+		if err != nil {
+			return fmt.Errorf("step %d: learner %s: advantages: %w", step+1, a.Name, err)
+		}
+		for n, i := range idx {
+			adv[i] = as[n]
+		}
+	}
+
+	// Pool indices by source, in the order PlanMiniBatches numbers them.
+	bySource := make([][]int, len(r.agents))
+	for i, ro := range pool.Rollouts {
+		bySource[ro.Source] = append(bySource[ro.Source], i)
+	}
+	counts := make([]int, len(r.agents))
+	for j := range counts {
+		counts[j] = len(bySource[j])
+	}
+	plan, err := r.algo.PlanMiniBatches(k, counts, r.cfg.Batch.MiniBatch)
+	if err != nil {
+		return err
+	}
+
+	// Reference log-probs of the learner's own responses, for the KL term.
+	var ref [][]float32
+	if a.Ref != nil {
+		seqs := make([]model.Sequence, len(bySource[k]))
+		for n, i := range bySource[k] {
+			it := view.Items[i]
+			seqs[n] = model.Sequence{Prompt: it.Prompt, Response: it.Response}
+		}
+		sc, err := a.Ref.Score(ctx, seqs, false)
+		if err != nil {
+			return fmt.Errorf("step %d: learner %s: reference scoring: %w", step+1, a.Name, err)
+		}
+		ref = sc.LogProbs
+	}
+
+	lr := learningRate(a.Opt, step, r.cfg.Steps)
+	var stats hacpo.Stats
+	var policy, kl, gradNorm float64
+	var applied, skipped, trainedTokens int
+	for m := range plan.MiniBatches {
+		refs := plan.Refs(m)
+		samples := make([]hacpo.Sample, len(refs))
+		seqs := make([]model.Sequence, len(refs))
+		allSelf := true
+		for n, sr := range refs {
+			i := bySource[sr.Source][sr.Index]
+			it := view.Items[i]
+			ro := it.Rollout
+			s := hacpo.Sample{Self: it.Self, Source: ro.Source, Advantage: adv[i], OldMeanLogProb: ro.OldMeanLogProb()}
+			if it.Self {
+				s.OldLogProbs = ro.OldLogProbs
+				if ref != nil {
+					s.RefLogProbs = ref[sr.Index]
+				}
+			} else {
+				s.Omega = r.tracker.Omega(ro.Source, k)
+				allSelf = false
+			}
+			samples[n] = s
+			seqs[n] = model.Sequence{Prompt: it.Prompt, Response: it.Response}
+			trainedTokens += len(it.Prompt) + len(it.Response)
+		}
+		// Current log-probs. Before the step's first update the policy is the
+		// old policy, so a self-only mini-batch reuses the old log-probs.
+		var lp [][]float32
+		if applied == 0 && allSelf {
+			lp = make([][]float32, len(refs))
+			for n := range refs {
+				lp[n] = samples[n].OldLogProbs
+			}
+		} else {
+			sc, err := a.Model.Score(ctx, seqs, false)
+			if err != nil {
+				return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
+			}
+			lp = sc.LogProbs
+		}
+		loss, grad, err := r.algo.MiniBatchLoss(m, samples, lp)
+		if err != nil {
+			return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
+		}
+		if !finite(loss.Total) {
+			if err := r.guard(step+1, a, m, "loss", &skipped); err != nil {
+				return err
+			}
+			continue
+		}
+		if r.gradHook != nil {
+			r.gradHook(step+1, a.Name, m, grad)
+		}
+		micro := r.cfg.Batch.MicroBatch
+		if micro <= 0 {
+			micro = len(seqs)
+		}
+		for lo := 0; lo < len(seqs); lo += micro {
+			hi := min(lo+micro, len(seqs))
+			if _, err := a.Trainer.Accumulate(ctx, seqs[lo:hi], grad[lo:hi]); err != nil {
+				return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
+			}
+		}
+		gn, err := a.Trainer.Apply(ctx, lr)
+		if errors.Is(err, model.ErrNonFinite) {
+			if err := r.guard(step+1, a, m, "gradient", &skipped); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
+		}
+		applied++
+		stats.Add(loss.Stats)
+		policy += loss.Policy
+		kl += loss.KL
+		gradNorm += gn
+	}
+	n := math.Max(float64(applied), 1)
+	el := time.Since(t0).Seconds()
+	v["loss/policy"] = policy / n
+	v["loss/kl"] = kl / n
+	v["grad_norm"] = gradNorm / n
+	v["ratio/self_mean"] = stats.SelfRatioMean()
+	v["clip/self_frac"] = stats.SelfClipFrac()
+	if r.algo.SharesRollouts {
+		v["ratio/cross_mean"] = stats.CrossRatioMean()
+		v["clip/cross_lower_frac"] = stats.CrossLowerFrac()
+		v["clip/cross_upper_frac"] = stats.CrossUpperFrac()
+	}
+	v["updates"] = float64(applied)
+	v["skipped_minibatches"] = float64(skipped)
+	v["lr"] = lr
+	v["time/update"] = el
+	v["tokens_per_s"] = float64(trainedTokens) / math.Max(el, 1e-9)
+	return nil
+}
+
+// methodSettings turns the config's method section into hacpo settings.
+func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
+	m := cfg.Method
+	s, err := hacpo.Preset(m.Name)
+	if err != nil {
+		return s, fmt.Errorf("method.name: %w", err)
+	}
+	setF := func(dst *float64, v *float64) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setF(&s.Alpha, m.Alpha)
+	setF(&s.CrossDelta, m.Delta)
+	setF(&s.CrossDeltaStep, m.DeltaStep)
+	setF(&s.SelfClipLow, m.ClipLow)
+	setF(&s.SelfClipHigh, m.ClipHigh)
+	setF(&s.KLCoef, m.KLCoef)
+	setF(&s.Capability.RatioMin, m.OmegaMin)
+	setF(&s.Capability.RatioMax, m.OmegaMax)
+	if m.Window != nil {
+		s.Capability.Window = *m.Window
+	}
+	if m.WarmupSteps != nil {
+		s.Capability.WarmupSteps = *m.WarmupSteps
+	}
+	if m.NormalizeStd != nil {
+		s.NormalizeStd = *m.NormalizeStd
+	}
+	switch m.Capability {
+	case "accuracy":
+		s.Capability.Metric = hacpo.PositiveRate
+	case "mean_reward":
+		s.Capability.Metric = hacpo.MeanReward
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("method: %w", err)
+	}
+	return s, nil
+}
+
+// BuildTask makes the training task: a generated task or a dataset.
+func BuildTask(cfg *config.Config) (task.Task, error) {
+	if t := cfg.Task; t != nil {
+		tk, err := task.New(t.Name, task.Options{
+			Seed: t.Seed, FormatWeight: t.FormatWeight,
+			Digits: t.Digits, Ops: t.Ops, Operators: t.Operators, MulDigits: t.MulDigits,
+			Numbers: t.Numbers, MaxNumber: t.MaxNumber, MaxTarget: t.MaxTarget, Fractions: t.Fractions,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("task: %w", err)
+		}
+		return tk, nil
+	}
+	return loadDataset(cfg.Dataset)
+}

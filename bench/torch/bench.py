@@ -26,7 +26,8 @@ def parse_args(argv):
     p.add_argument("--tie", action="store_true", help="llama: tie the LM head to the token embedding")
     p.add_argument("--seq", type=int, default=64, help="training sequence length T")
     p.add_argument("--batch", type=int, default=32, help="training batch B")
-    p.add_argument("--act", choices=("gelu", "relu"), default="gelu", help="gpt MLP activation")
+    p.add_argument("--act", choices=("gelu", "gelu_new", "relu"), default="gelu",
+                   help="gpt MLP activation: exact-erf gelu, tanh gelu_new or relu")
     p.add_argument("--steps", type=int, default=20, help="timed training steps")
     p.add_argument("--warmup", type=int, default=3, help="untimed training steps (and one untimed sampling run if > 0)")
     p.add_argument("--sample-batch", type=int, default=0, help="sequences sampled at once; 0: --batch")
@@ -148,6 +149,7 @@ def self_check(torch, model):
     tiny = [
         model.Config(family="gpt", vocab=11, dim=32, layers=2, heads=4, max_pos=12),
         model.Config(family="gpt", vocab=11, dim=32, layers=2, heads=4, act="relu", max_pos=12),
+        model.Config(family="gpt", vocab=11, dim=32, layers=1, heads=2, act="gelu_new", max_pos=12),
         model.Config(family="llama", vocab=11, dim=32, layers=2, heads=4, kv_heads=2, max_pos=12),
         model.Config(family="llama", vocab=11, dim=48, layers=2, heads=4, kv_heads=1, hidden=40, tie=True, max_pos=12),
     ]
@@ -156,6 +158,21 @@ def self_check(torch, model):
         net = model.build(cfg, seed=3)
         count = sum(p.numel() for p in net.parameters())
         expect(count == model.expected_params(cfg), f"{name}: {count} parameters, formula says {model.expected_params(cfg)}")
+
+        out_proj = net.blocks[0].proj if cfg.family == "gpt" else net.blocks[0].o
+        want_std = model.INIT_STD / (2 * cfg.layers) ** 0.5
+        got_std = out_proj.weight.std().item()
+        expect(abs(got_std / want_std - 1) < 0.2, f"{name}: residual projection init std {got_std:.4g}, want {want_std:.4g}")
+
+        # With zero gradients AdamW only decays: matrices shrink by lr*wd, 1-D parameters stay.
+        before = [p.detach().clone() for p in net.parameters()]
+        opt = model.new_optimizer(net)
+        for p in net.parameters():
+            p.grad = torch.zeros_like(p)
+        opt.step()
+        for (pname, p), old in zip(net.named_parameters(), before):
+            want = old * (1 - 1e-3 * 0.01) if p.dim() >= 2 else old
+            expect(torch.allclose(p.detach(), want, rtol=0, atol=1e-9), f"{name}: weight decay of {pname} is wrong")
 
         gen = torch.Generator().manual_seed(5)
         tokens = torch.randint(cfg.vocab, (3, 8), generator=gen)

@@ -17,6 +17,12 @@ NORM_EPS = 1e-5
 ROPE_THETA = 10000.0
 INIT_STD = 0.02
 
+ACTIVATIONS = {
+    "gelu": F.gelu,  # exact erf form
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "relu": F.relu,
+}
+
 
 def default_hidden(dim):
     """Llama MLP width when --hidden is 0: 8/3*dim rounded up to a multiple of 16."""
@@ -32,7 +38,7 @@ class Config:
     heads: int = 4
     kv_heads: int = 4  # llama only (GQA); gpt always uses heads
     hidden: int = 0  # llama MLP width; 0 means default_hidden(dim)
-    act: str = "gelu"  # gpt MLP activation: "gelu" (exact erf) or "relu"
+    act: str = "gelu"  # gpt MLP activation: "gelu" (exact erf), "gelu_new" (tanh) or "relu"
     tie: bool = False  # llama only: LM head shares the token embedding
     max_pos: int = 64  # positions the model can address
 
@@ -52,8 +58,8 @@ class Config:
                 raise ValueError(f"dim: head size {self.dim // self.heads} must be even for rotary embeddings")
         if self.hidden < 0:
             raise ValueError(f"hidden: want >= 0, got {self.hidden}")
-        if self.act not in ("gelu", "relu"):
-            raise ValueError(f"act: want gelu or relu, got {self.act!r}")
+        if self.act not in ACTIVATIONS:
+            raise ValueError(f"act: want one of {', '.join(ACTIVATIONS)}, got {self.act!r}")
 
     @property
     def head_dim(self):
@@ -147,7 +153,7 @@ class GPTBlock(nn.Module):
         self.ln2 = nn.LayerNorm(d, eps=NORM_EPS)
         self.fc = nn.Linear(d, 4 * d)
         self.out = nn.Linear(4 * d, d)
-        self.act = F.relu if cfg.act == "relu" else F.gelu  # F.gelu is the exact erf form
+        self.act = ACTIVATIONS[cfg.act]
 
     def forward(self, x, bias, cache, pos):
         q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
@@ -258,14 +264,24 @@ class Llama(nn.Module):
         return F.linear(x, self.tok.weight) if self.head is None else self.head(x)
 
 
+# Output projections of the residual branches get GPT-2's scaled init.
+RESIDUAL_PROJECTIONS = ("proj", "out", "o", "down")
+
+
 def build(cfg, seed):
-    """A freshly initialised model for cfg, deterministic by seed."""
+    """A freshly initialised model for cfg, deterministic by seed.
+
+    Matrices and embeddings are normal(0, 0.02), residual output projections
+    normal(0, 0.02/sqrt(2*layers)), biases 0 and norm gains 1, as in the Go engine.
+    """
     cfg.validate()
     torch.manual_seed(seed)
     model = GPT(cfg) if cfg.family == "gpt" else Llama(cfg)
-    for m in model.modules():
+    resid_std = INIT_STD / math.sqrt(2 * cfg.layers)
+    for name, m in model.named_modules():
         if isinstance(m, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(m.weight, std=INIT_STD)
+            residual = name.rsplit(".", 1)[-1] in RESIDUAL_PROJECTIONS
+            nn.init.normal_(m.weight, std=resid_std if residual else INIT_STD)
             if getattr(m, "bias", None) is not None:
                 nn.init.zeros_(m.bias)
     return model
@@ -279,8 +295,14 @@ def next_token_loss(model, tokens):
 
 
 def new_optimizer(model):
-    """AdamW(lr 1e-3, weight decay 0.01) over every parameter."""
-    return torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    """AdamW(lr 1e-3, betas 0.9/0.999, eps 1e-8), decaying matrices and embeddings by 0.01.
+
+    Biases and norm gains (the 1-D parameters) are not decayed, as in the Go engine.
+    """
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    rest = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
 
 
 def train_step(model, opt, tokens):

@@ -154,8 +154,8 @@ func (m *Model) checkGenerate(prompts [][]int, opt SampleOptions) error {
 }
 
 // prefillExec runs left-padded prompts [B,P] (pad [B] padding slots each) and
-// returns the last position's logits [B,V] and the key/value caches, 2 per
-// layer, [B,KVH,S,Dh] with S the length of the third input.
+// returns the last position's logits [B,V] and the caches of each layer, keys
+// [B,KVH,Dh,S] and values [B,KVH,S,Dh], with S the length of the third input.
 func (m *Model) prefillExec() *Exec {
 	return m.exec("prefill", func(n *net, in []*Node) []*Node {
 		tokens, pad, slots := in[0], in[1], in[2]
@@ -165,8 +165,10 @@ func (m *Model) prefillExec() *Exec {
 		last := Slice(h, AxisRange(), AxisRange(P-1, P))
 		out := []*Node{Reshape(n.head(last), B, n.cfg.Vocab)}
 		zero := ScalarZero(g, h.DType())
-		for _, c := range kv {
-			out = append(out, Pad(c, zero, compute.PadAxis{}, compute.PadAxis{}, compute.PadAxis{End: S - P}, compute.PadAxis{}))
+		for i, c := range kv { // keys [B,KVH,Dh,P], values [B,KVH,P,Dh]
+			axes := make([]compute.PadAxis, 4)
+			axes[3-i%2] = compute.PadAxis{End: S - P}
+			out = append(out, Pad(c, zero, axes...))
 		}
 		return out
 	})
@@ -177,7 +179,7 @@ func (m *Model) prefillExec() *Exec {
 func (m *Model) decodeExec() *Exec {
 	return m.exec("decode", func(n *net, in []*Node) []*Node {
 		tok, slot, pad, cache := in[0], in[1], in[2], in[3:]
-		B, S := tok.Shape().Dimensions[0], cache[0].Shape().Dimensions[2]
+		B, S := tok.Shape().Dimensions[0], cache[1].Shape().Dimensions[2]
 		at := newAttention(Reshape(slot, 1), pad, S)
 		at.cache, at.slot = cache, slot
 		h, kv := n.forward(Reshape(tok, B, 1), at)

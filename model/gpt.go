@@ -15,13 +15,17 @@ import (
 func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	p := fmt.Sprintf("h.%d.", l)
 	c := n.cfg
-	B, T := x.Shape().Dimensions[0], x.Shape().Dimensions[1]
 
 	h := layerNorm(x, n.p(p+"ln_1.weight"), n.p(p+"ln_1.bias"), c.NormEps)
-	qkv := conv1D(h, n.p(p+"attn.c_attn.weight"), n.p(p+"attn.c_attn.bias")) // [B,T,3D]: q | k | v
-	qkv = TransposeAllDims(Reshape(qkv, B, T, 3, c.Heads, c.HeadDim()), 2, 0, 3, 1, 4)
-	part := func(i int) *Node { return Squeeze(Slice(qkv, AxisRange(i, i+1)), 0) } // [B,H,T,Dh]
-	a, k, v := n.attend(l, part(0), part(1), part(2), at)
+	// c_attn's output columns are q | k | v; three products on column slices
+	// of the weight avoid slicing the activations.
+	w, b := n.p(p+"attn.c_attn.weight"), n.p(p+"attn.c_attn.bias")
+	part := func(i int) *Node {
+		d := c.Dim
+		y := conv1D(h, Slice(w, AxisRange(), AxisRange(i*d, (i+1)*d)), Slice(b, AxisRange(i*d, (i+1)*d)))
+		return splitHeads(y, c.Heads) // [B,T,H,Dh]
+	}
+	a, k, v := n.attend(l, part(0), keysTransposed(part(1)), headsFirst(part(2)), at)
 	x = Add(x, conv1D(a, n.p(p+"attn.c_proj.weight"), n.p(p+"attn.c_proj.bias")))
 
 	h = layerNorm(x, n.p(p+"ln_2.weight"), n.p(p+"ln_2.bias"), c.NormEps)

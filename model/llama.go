@@ -22,11 +22,11 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	a := p + "self_attn."
 
 	h := rmsNorm(x, n.p(p+"input_layernorm.weight"), c.NormEps)
-	q := headsFirst(linear(h, n.p(a+"q_proj.weight"), n.optional(a+"q_proj.bias")), c.Heads)
-	k = headsFirst(linear(h, n.p(a+"k_proj.weight"), n.optional(a+"k_proj.bias")), c.KVHeads)
-	v = headsFirst(linear(h, n.p(a+"v_proj.weight"), n.optional(a+"v_proj.bias")), c.KVHeads)
+	q := splitHeads(linear(h, n.p(a+"q_proj.weight"), n.optional(a+"q_proj.bias")), c.Heads) // [B,T,H,Dh]
+	k = splitHeads(linear(h, n.p(a+"k_proj.weight"), n.optional(a+"k_proj.bias")), c.KVHeads)
+	v = splitHeads(linear(h, n.p(a+"v_proj.weight"), n.optional(a+"v_proj.bias")), c.KVHeads)
 	cos, sin := n.rotary(at, q)
-	att, k, v := n.attend(l, rotate(q, cos, sin), rotate(k, cos, sin), v, at)
+	att, k, v := n.attend(l, rotate(q, cos, sin), keysTransposed(rotate(k, cos, sin)), headsFirst(v), at)
 	x = Add(x, linear(att, n.p(a+"o_proj.weight"), n.optional(a+"o_proj.bias")))
 
 	h = rmsNorm(x, n.p(p+"post_attention_layernorm.weight"), c.NormEps)
@@ -44,7 +44,7 @@ func linear(x, w, b *Node) *Node {
 	return y
 }
 
-// rotary returns the cos and sin tables [B,1,T,Dh] of the queries' positions,
+// rotary returns the cos and sin tables [B,T,1,Dh] of the queries' positions,
 // Hugging Face's default RoPE: inv_freq[i] = θ^(−2i/Dh) for i < Dh/2, angle =
 // position·inv_freq, and both halves of the head share the angles.
 func (n *net) rotary(at *attention, like *Node) (cos, sin *Node) {
@@ -58,7 +58,7 @@ func (n *net) rotary(at *attention, like *Node) (cos, sin *Node) {
 		g := like.Graph()
 		// The angle is computed in float32 as Hugging Face does, then cast.
 		f := ConvertDType(Const(g, invFreq), dtypes.Float32)
-		angle := Mul(ConvertDType(Reshape(at.pos, B, 1, T, 1), dtypes.Float32), Reshape(f, 1, 1, 1, dh/2))
+		angle := Mul(ConvertDType(Reshape(at.pos, B, T, 1, 1), dtypes.Float32), Reshape(f, 1, 1, 1, dh/2))
 		angle = Concatenate([]*Node{angle, angle}, -1)
 		at.cos = ConvertDType(Cos(angle), like.DType())
 		at.sin = ConvertDType(Sin(angle), like.DType())
@@ -66,7 +66,7 @@ func (n *net) rotary(at *attention, like *Node) (cos, sin *Node) {
 	return at.cos, at.sin
 }
 
-// rotate applies rotary embeddings to x [B,heads,T,Dh]:
+// rotate applies rotary embeddings to x [B,T,heads,Dh]:
 // x·cos + rotate_half(x)·sin, rotate_half(x) = (−x₂, x₁) for halves x₁, x₂.
 func rotate(x, cos, sin *Node) *Node {
 	half := x.Shape().Dimensions[3] / 2

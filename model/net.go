@@ -41,12 +41,18 @@ func (n *net) optional(name string) *Node { return n.w[name] }
 // see. Keys and values either come from the tokens of the pass itself
 // (cache == nil: scoring, training, prompt prefill) or from a KV cache that
 // the pass's single new token is written into at slot (decoding).
+//
+// Layouts are chosen so that both attention products are plain batched
+// matrix products on the Go backend (one batch axis, rhs contracted on its
+// first non-batch axis): keys are kept transposed, [B,KVH,Dh,S], values as
+// [B,KVH,S,Dh].
 type attention struct {
 	pos      *Node   // [B,T] int32: position id of each query token
 	mask     *Node   // [B,T,S] bool: query t may attend key slot s
-	cache    []*Node // nil, or 2·Layers tensors [B,KVH,S,Dh]: keys and values of each layer
+	cache    []*Node // nil, or per layer keys [B,KVH,Dh,S] and values [B,KVH,S,Dh]
 	slot     *Node   // scalar int32: the cache slot written by a decoding pass
-	cos, sin *Node   // [B,1,T,Dh] rotary tables (llama), built on first use
+	bias     *Node   // [B·KVH,G·T,S] additive mask (0 or −1e30), built on first use
+	cos, sin *Node   // [B,T,1,Dh] rotary tables (llama), built on first use
 }
 
 // newAttention builds positions and mask for queries at cache slots qSlots
@@ -106,46 +112,69 @@ func (n *net) head(x *Node) *Node {
 	return DotGeneral(x, []int{2}, nil, w, []int{1}, nil)
 }
 
-// attend runs causal multi-head attention of layer l. q is [B,H,T,Dh], k and
-// v are [B,KVH,T,Dh]; with a cache, k and v (T = 1) are first written into
-// the layer's cache at the decoding slot. Query head h uses key/value head
-// h/(H/KVH), as Hugging Face's repeat_kv does. It returns the heads'
-// outputs as [B,T,H·Dh] and the keys and values attended to.
-func (n *net) attend(l int, q, k, v *Node, at *attention) (out, keys, values *Node) {
+// attend runs causal multi-head attention of layer l on queries q
+// [B,T,H,Dh], keys kT [B,KVH,Dh,T] and values v [B,KVH,T,Dh]; with a cache,
+// the new key and value (T = 1) are first written into the layer's cache at
+// the decoding slot. Query head h uses key/value head h/(H/KVH), as Hugging
+// Face's repeat_kv does. It returns the heads' outputs as [B,T,H·Dh] and the
+// keys and values attended to.
+func (n *net) attend(l int, q, kT, v *Node, at *attention) (out, keys, values *Node) {
 	if at.cache != nil {
-		k = writeSlot(at.cache[2*l], k, at.slot)
-		v = writeSlot(at.cache[2*l+1], v, at.slot)
+		kT = writeSlot(at.cache[2*l], kT, at.slot, 3)
+		v = writeSlot(at.cache[2*l+1], v, at.slot, 2)
 	}
-	B, H, T, Dh := q.Shape().Dimensions[0], q.Shape().Dimensions[1], q.Shape().Dimensions[2], q.Shape().Dimensions[3]
-	KVH, S := k.Shape().Dimensions[1], k.Shape().Dimensions[2]
+	B, T, H, Dh := q.Shape().Dimensions[0], q.Shape().Dimensions[1], q.Shape().Dimensions[2], q.Shape().Dimensions[3]
+	KVH, S := kT.Shape().Dimensions[1], kT.Shape().Dimensions[3]
 	G := H / KVH
-	q = Reshape(MulScalar(q, 1/math.Sqrt(float64(Dh))), B, KVH, G*T, Dh)
-	scores := DotGeneral(q, []int{3}, []int{0, 1}, k, []int{3}, []int{0, 1}) // [B,KVH,G·T,S]
-	scores = Reshape(scores, B, KVH, G, T, S)
-	mask := BroadcastToDims(Reshape(at.mask, B, 1, 1, T, S), B, KVH, G, T, S)
-	scores = Where(mask, scores, Scalar(q.Graph(), q.DType(), -1e30))
-	probs := Reshape(Softmax(scores, -1), B, KVH, G*T, S)
-	o := DotGeneral(probs, []int{3}, []int{0, 1}, v, []int{2}, []int{0, 1}) // [B,KVH,G·T,Dh]
-	o = Transpose(Reshape(o, B, H, T, Dh), 1, 2)                            // [B,T,H,Dh]
-	return Reshape(o, B, T, H*Dh), k, v
+	q = TransposeAllDims(MulScalar(q, 1/math.Sqrt(float64(Dh))), 0, 2, 1, 3) // [B,H,T,Dh]
+	q = Reshape(q, B*KVH, G*T, Dh)
+	scores := DotGeneral(q, []int{2}, []int{0}, Reshape(kT, B*KVH, Dh, S), []int{1}, []int{0}) // [B·KVH,G·T,S]
+	probs := Softmax(Add(scores, at.maskBias(KVH, G, q.DType())), -1)
+	o := DotGeneral(probs, []int{2}, []int{0}, Reshape(v, B*KVH, S, Dh), []int{1}, []int{0}) // [B·KVH,G·T,Dh]
+	o = Transpose(Reshape(o, B, H, T, Dh), 1, 2)                                             // [B,T,H,Dh]
+	return Reshape(o, B, T, H*Dh), kT, v
 }
 
-// writeSlot returns cache [B,KVH,S,Dh] with x [B,KVH,1,Dh] written at slot.
-// The Go backend has no DynamicUpdateSlice, so this selects with a one-hot
-// mask over the slots.
-func writeSlot(cache, x, slot *Node) *Node {
+// maskBias returns the attention mask as an additive bias [B·KVH,G·T,S]:
+// 0 where a query may attend, −1e30 where not. It is built once per graph.
+func (at *attention) maskBias(kvHeads, group int, dtype dtypes.DType) *Node {
+	if at.bias == nil {
+		B, T, S := at.mask.Shape().Dimensions[0], at.mask.Shape().Dimensions[1], at.mask.Shape().Dimensions[2]
+		g := at.mask.Graph()
+		bias := Where(at.mask, ScalarZero(g, dtype), Scalar(g, dtype, -1e30))
+		bias = BroadcastToDims(Reshape(bias, B, 1, 1, T, S), B, kvHeads, group, T, S)
+		at.bias = StopGradient(Reshape(bias, B*kvHeads, group*T, S))
+	}
+	return at.bias
+}
+
+// writeSlot returns cache with x (of size 1 on axis) written at slot along
+// axis. The Go backend has no DynamicUpdateSlice, so this selects with a
+// one-hot mask over the slots.
+func writeSlot(cache, x, slot *Node, axis int) *Node {
 	dims := cache.Shape().Dimensions
-	S := dims[2]
+	S := dims[axis]
+	hitDims := make([]int, len(dims))
+	for i := range hitDims {
+		hitDims[i] = 1
+	}
+	hitDims[axis] = S
 	hit := Equal(Iota(cache.Graph(), shapes.Make(dtypes.Int32, S), 0), slot)
-	hit = BroadcastToDims(Reshape(hit, 1, 1, S, 1), dims...)
+	hit = BroadcastToDims(Reshape(hit, hitDims...), dims...)
 	return Where(hit, BroadcastToDims(x, dims...), cache)
 }
 
-// headsFirst turns a projection [B,T,heads·Dh] into [B,heads,T,Dh].
-func headsFirst(x *Node, heads int) *Node {
+// splitHeads reshapes a projection [B,T,heads·Dh] to [B,T,heads,Dh].
+func splitHeads(x *Node, heads int) *Node {
 	d := x.Shape().Dimensions
-	return Transpose(Reshape(x, d[0], d[1], heads, d[2]/heads), 1, 2)
+	return Reshape(x, d[0], d[1], heads, d[2]/heads)
 }
+
+// keysTransposed turns keys [B,T,KVH,Dh] into the attention layout [B,KVH,Dh,T].
+func keysTransposed(k *Node) *Node { return TransposeAllDims(k, 0, 2, 3, 1) }
+
+// headsFirst turns [B,T,heads,Dh] into [B,heads,T,Dh].
+func headsFirst(x *Node) *Node { return TransposeAllDims(x, 0, 2, 1, 3) }
 
 // layerNorm is (x−mean)/√(var+eps)·gain + bias over the last axis.
 func layerNorm(x, gain, bias *Node, eps float64) *Node {
@@ -155,7 +184,7 @@ func layerNorm(x, gain, bias *Node, eps float64) *Node {
 			mean := ReduceAndKeep(x, ReduceMean, -1)
 			c := Sub(x, mean)
 			variance := ReduceAndKeep(Square(c), ReduceMean, -1)
-			return Add(Mul(Mul(c, Rsqrt(AddScalar(variance, eps))), lastAxis(gain, x)), lastAxis(bias, x))
+			return Add(Mul(Div(c, Sqrt(AddScalar(variance, eps))), lastAxis(gain, x)), lastAxis(bias, x))
 		}, true)
 	return out
 }
@@ -163,7 +192,7 @@ func layerNorm(x, gain, bias *Node, eps float64) *Node {
 // rmsNorm is x/√(mean(x²)+eps)·gain over the last axis.
 func rmsNorm(x, gain *Node, eps float64) *Node {
 	ms := ReduceAndKeep(Square(x), ReduceMean, -1)
-	return Mul(Mul(x, Rsqrt(AddScalar(ms, eps))), lastAxis(gain, x))
+	return Mul(Div(x, Sqrt(AddScalar(ms, eps))), lastAxis(gain, x))
 }
 
 // lastAxis reshapes a vector v to broadcast along the last axis of x.

@@ -1,0 +1,808 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+
+	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/safetensors"
+)
+
+func testBackend(t testing.TB) compute.Backend {
+	t.Helper()
+	b, err := backend.New(backend.Sequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// tinyConfigs covers both families, grouped-query attention, Qwen2-style q/k/v
+// biases, Llama-style o_proj bias, every gpt activation and tied and untied
+// heads.
+var tinyConfigs = map[string]Config{
+	"gpt-gelu":   {Family: "gpt", Vocab: 16, Dim: 16, Layers: 2, Heads: 2, MaxSeq: 40, BOS: -1, EOS: -1},
+	"gpt-tanh":   {Family: "gpt", Vocab: 16, Dim: 16, Layers: 1, Heads: 4, Activation: "gelu_new", MaxSeq: 40, TieEmbeddings: true, BOS: -1, EOS: 15},
+	"gpt-relu":   {Family: "gpt", Vocab: 16, Dim: 32, Layers: 1, Heads: 2, Hidden: 48, Activation: "relu", MaxSeq: 40, BOS: 0, EOS: -1},
+	"llama-gqa":  {Family: "llama", Vocab: 16, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 24, MaxSeq: 40, BOS: -1, EOS: -1},
+	"qwen2-tied": {Family: "llama", ModelType: "qwen2", Vocab: 16, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 40, TieEmbeddings: true, AttentionBias: true, RopeTheta: 1e6, BOS: 1, EOS: 2},
+	"llama-bias": {Family: "llama", Vocab: 16, Dim: 16, Layers: 1, Heads: 2, Hidden: 24, MaxSeq: 40, AttentionBias: true, BOS: -1, EOS: -1},
+}
+
+func newTiny(t testing.TB, name string, seed int64) *Model {
+	t.Helper()
+	m, err := New(testBackend(t), tinyConfigs[name], seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fresh weights have zero biases and unit gains; perturb them so that the
+	// tests exercise every parameter.
+	rng := rand.New(rand.NewPCG(uint64(seed), 7))
+	for i, s := range m.specs {
+		if s.std == 0 {
+			v := float64s(m.params[i])
+			for j := range v {
+				v[j] += 0.1 * rng.NormFloat64()
+			}
+			m.params[i] = tensorFrom(m.dtype, v, s.shape)
+		}
+	}
+	return m
+}
+
+func randomTokens(rng *rand.Rand, n, vocab int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = rng.IntN(vocab)
+	}
+	return out
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := tinyConfigs["llama-gqa"]
+	tests := []struct {
+		field  string
+		mutate func(*Config)
+	}{
+		{"Family", func(c *Config) { c.Family = "rnn" }},
+		{"Vocab", func(c *Config) { c.Vocab = 0 }},
+		{"Heads", func(c *Config) { c.Heads = 3 }},
+		{"KVHeads", func(c *Config) { c.KVHeads = 3 }},
+		{"MaxSeq", func(c *Config) { c.MaxSeq = -1 }},
+		{"Activation", func(c *Config) { c.Activation = "gelu" }},
+		{"ModelType", func(c *Config) { c.ModelType = "gpt2" }},
+		{"EOS", func(c *Config) { c.EOS = 16 }},
+		{"BOS", func(c *Config) { c.BOS = -2 }},
+		{"NormEps", func(c *Config) { c.NormEps = -1 }},
+	}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("valid config: %v", err)
+	}
+	for _, tt := range tests {
+		c := good
+		tt.mutate(&c)
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), "field "+tt.field) {
+			t.Errorf("mutating %s: error %v, want one naming the field", tt.field, err)
+		}
+	}
+	gpt := tinyConfigs["gpt-gelu"]
+	gpt.KVHeads = 1
+	if err := gpt.Validate(); err == nil || !strings.Contains(err.Error(), "KVHeads") {
+		t.Errorf("gpt with grouped-query attention: %v", err)
+	}
+}
+
+func TestConfigJSONRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	for name, cfg := range tinyConfigs {
+		path := filepath.Join(dir, name+".json")
+		if err := cfg.WriteJSON(path); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadConfig(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got != cfg.Normalized() {
+			t.Errorf("%s: read back %+v, want %+v", name, got, cfg.Normalized())
+		}
+	}
+}
+
+// The config.json of a real Qwen2 model (Qwen2.5-0.5B-Instruct's fields).
+const qwenConfig = `{
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643,
+  "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02,
+  "intermediate_size": 4864, "max_position_embeddings": 32768, "max_window_layers": 21,
+  "model_type": "qwen2", "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 32768, "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16", "transformers_version": "4.43.1", "use_cache": true, "use_sliding_window": false,
+  "vocab_size": 151936}`
+
+func TestReadHFConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), ConfigFile)
+	if err := os.WriteFile(path, []byte(qwenConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{Family: "llama", ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2,
+		Hidden: 4864, MaxSeq: 32768, Activation: "silu", NormEps: 1e-6, RopeTheta: 1e6, TieEmbeddings: true,
+		AttentionBias: true, BOS: 151643, EOS: 151645}
+	if got != want {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	// Qwen2.5-0.5B has 494,032,768 parameters (counted without allocating them).
+	if n := blankModel(testBackend(t), got, dtypes.Float32).NumParams(); n != 494032768 {
+		t.Errorf("NumParams = %d, want 494032768", n)
+	}
+}
+
+func TestSamplerMatchesScorer(t *testing.T) {
+	ctx := context.Background()
+	opts := []SampleOptions{
+		{MaxNewTokens: 12},
+		{MaxNewTokens: 9, Temperature: 0.7, TopK: 5, Stop: []int{3}},
+		{MaxNewTokens: 30, Temperature: 1.3, TopP: 0.8},
+		{MaxNewTokens: 7, Greedy: true},
+	}
+	for name := range tinyConfigs {
+		m := newTiny(t, name, 3)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for _, opt := range opts {
+			prompts := [][]int{randomTokens(rng, 1, 16), randomTokens(rng, 6, 16), randomTokens(rng, 13, 16)}
+			samples, err := m.Generate(ctx, prompts, opt, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seqs := make([]Sequence, len(prompts))
+			for i, s := range samples {
+				if len(s.Tokens) != len(s.LogProbs) || len(s.Tokens) == 0 || len(s.Tokens) > opt.MaxNewTokens {
+					t.Fatalf("%s: sample %d has %d tokens and %d log-probs", name, i, len(s.Tokens), len(s.LogProbs))
+				}
+				stopAt := slices.IndexFunc(s.Tokens, func(t int) bool { return slices.Contains(opt.Stop, t) })
+				if s.Stopped != (stopAt == len(s.Tokens)-1) || (stopAt >= 0 && stopAt != len(s.Tokens)-1) {
+					t.Errorf("%s: sample %d Stopped=%v with tokens %v", name, i, s.Stopped, s.Tokens)
+				}
+				if !s.Stopped && len(s.Tokens) != min(opt.MaxNewTokens, m.cfg.MaxSeq-len(prompts[i])) {
+					t.Errorf("%s: sample %d ended after %d tokens without a stop token", name, i, len(s.Tokens))
+				}
+				seqs[i] = Sequence{Prompt: prompts[i], Response: s.Tokens}
+			}
+			scores, err := m.Score(ctx, seqs, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range samples {
+				for j := range s.LogProbs {
+					if d := math.Abs(float64(s.LogProbs[j] - scores.LogProbs[i][j])); d > 1e-4 {
+						t.Errorf("%s %+v: sample %d token %d: sampler log-prob %v, scorer %v", name, opt, i, j, s.LogProbs[j], scores.LogProbs[i][j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// Greedy decoding must pick, at every step, the token that Score rates most
+// likely after the same prefix.
+func TestGreedyIsArgmax(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"gpt-gelu", "llama-gqa"} {
+		m := newTiny(t, name, 11)
+		prompt := []int{4, 9, 1}
+		s, err := m.Generate(ctx, [][]int{prompt, {2}}, SampleOptions{MaxNewTokens: 6, Greedy: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, tok := range s[0].Tokens {
+			var seqs []Sequence
+			for c := range m.cfg.Vocab {
+				seqs = append(seqs, Sequence{Prompt: prompt, Response: append(slices.Clone(s[0].Tokens[:j]), c)})
+			}
+			sc, err := m.Score(ctx, seqs, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			best := 0
+			for c := range seqs {
+				if sc.LogProbs[c][j] > sc.LogProbs[best][j] {
+					best = c
+				}
+			}
+			if best != tok {
+				t.Errorf("%s step %d: greedy took %d, Score's argmax is %d", name, j, tok, best)
+			}
+		}
+	}
+}
+
+func TestScoreEntropy(t *testing.T) {
+	ctx := context.Background()
+	m := newTiny(t, "qwen2-tied", 2)
+	prompt := []int{5, 6}
+	var seqs []Sequence
+	for c := range m.cfg.Vocab {
+		seqs = append(seqs, Sequence{Prompt: prompt, Response: []int{c}})
+	}
+	sc, err := m.Score(ctx, seqs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mass, ent float64
+	for c := range seqs {
+		p := math.Exp(float64(sc.LogProbs[c][0]))
+		mass += p
+		ent -= p * float64(sc.LogProbs[c][0])
+	}
+	if math.Abs(mass-1) > 1e-5 {
+		t.Errorf("probabilities sum to %v", mass)
+	}
+	if got := float64(sc.Entropy[0][0]); math.Abs(got-ent) > 1e-5 {
+		t.Errorf("entropy %v, want −Σp·log p = %v", got, ent)
+	}
+}
+
+// A grouped-query model equals the multi-head model whose key/value heads are
+// the grouped heads repeated (Hugging Face's repeat_kv).
+func TestGroupedQueryAttention(t *testing.T) {
+	ctx := context.Background()
+	gqa := newTiny(t, "llama-gqa", 4)
+	cfg := gqa.cfg
+	cfg.KVHeads = cfg.Heads
+	mha, err := New(testBackend(t), cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, dh := cfg.Heads/gqa.cfg.KVHeads, cfg.HeadDim()
+	src := map[string][]float64{}
+	for i, s := range gqa.specs {
+		src[s.name] = float64s(gqa.params[i])
+	}
+	for i, s := range mha.specs {
+		v := src[s.name]
+		if strings.HasSuffix(s.name, "k_proj.weight") || strings.HasSuffix(s.name, "v_proj.weight") {
+			v = nil
+			for h := range cfg.Heads { // query head h reads key/value head h/group
+				kv := h / group
+				v = append(v, src[s.name][kv*dh*cfg.Dim:(kv+1)*dh*cfg.Dim]...)
+			}
+		}
+		mha.params[i] = tensorFrom(dtypes.Float32, v, s.shape)
+	}
+	seqs := []Sequence{{Prompt: []int{1, 2, 3}, Response: []int{4, 5, 6, 7}}, {Prompt: []int{9}, Response: []int{8, 8}}}
+	a, err := gqa.Score(ctx, seqs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mha.Score(ctx, seqs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range seqs {
+		for j := range a.LogProbs[i] {
+			if d := math.Abs(float64(a.LogProbs[i][j] - b.LogProbs[i][j])); d > 1e-5 {
+				t.Errorf("seq %d token %d: GQA %v, repeated-KV MHA %v", i, j, a.LogProbs[i][j], b.LogProbs[i][j])
+			}
+		}
+	}
+}
+
+// A tied head has no lm_head tensor and equals an untied head holding a copy
+// of the embedding matrix.
+func TestTiedEmbeddings(t *testing.T) {
+	ctx := context.Background()
+	tied := newTiny(t, "gpt-tanh", 8)
+	cfg := tied.cfg
+	cfg.TieEmbeddings = false
+	untied, err := New(testBackend(t), cfg, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := untied.NumParams() - tied.NumParams(); d != int64(cfg.Vocab*cfg.Dim) {
+		t.Errorf("untied model has %d more parameters, want %d", d, cfg.Vocab*cfg.Dim)
+	}
+	for i, s := range untied.specs {
+		name := s.name
+		if name == "lm_head.weight" {
+			name = "wte.weight"
+		}
+		j := slices.IndexFunc(tied.specs, func(p paramSpec) bool { return p.name == name })
+		untied.params[i] = tied.params[j]
+	}
+	seqs := []Sequence{{Prompt: []int{3, 1}, Response: []int{4, 1, 5, 9}}}
+	a, _ := tied.Score(ctx, seqs, false)
+	b, _ := untied.Score(ctx, seqs, false)
+	if !slices.Equal(a.LogProbs[0], b.LogProbs[0]) {
+		t.Errorf("tied %v, untied copy %v", a.LogProbs[0], b.LogProbs[0])
+	}
+	dir := t.TempDir()
+	if err := tied.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	ts, _, err := safetensors.Read(filepath.Join(dir, WeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ts["lm_head.weight"]; ok {
+		t.Error("tied model saved an lm_head.weight tensor")
+	}
+}
+
+func TestCheckpointRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 1))
+	seqs := []Sequence{{Prompt: []int{1, 2}, Response: []int{3, 4, 5}}, {Prompt: []int{7, 7, 7, 7}, Response: []int{0}}}
+	weights := [][]float32{{-0.2, 0.1, -0.3}, {0.5}}
+	for name := range tinyConfigs {
+		m := newTiny(t, name, 21)
+		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-2, WeightDecay: 0.1, MaxGradNorm: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := func(tr *Trainer) {
+			t.Helper()
+			if _, err := tr.Accumulate(ctx, seqs, weights); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Apply(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		step(tr)
+		step(tr)
+		dir := t.TempDir()
+		if err := m.Save(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.SaveState(dir); err != nil {
+			t.Fatal(err)
+		}
+		loaded, err := Load(testBackend(t), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loaded.Config() != m.Config() {
+			t.Errorf("%s: loaded config %+v, want %+v", name, loaded.Config(), m.Config())
+		}
+		probe := []Sequence{{Prompt: randomTokens(rng, 5, 16), Response: randomTokens(rng, 9, 16)}}
+		a, _ := m.Score(ctx, probe, true)
+		b, _ := loaded.Score(ctx, probe, true)
+		if !slices.Equal(a.LogProbs[0], b.LogProbs[0]) || !slices.Equal(a.Entropy[0], b.Entropy[0]) {
+			t.Errorf("%s: reloaded model scores differ:\n%v\n%v", name, a.LogProbs[0], b.LogProbs[0])
+		}
+		// The resumed trainer takes exactly the step the original takes.
+		tr2, err := NewTrainer(loaded, OptimizerConfig{LearningRate: 1e-2, WeightDecay: 0.1, MaxGradNorm: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr2.LoadState(dir); err != nil {
+			t.Fatal(err)
+		}
+		if tr2.Step() != 2 {
+			t.Errorf("%s: resumed at step %d, want 2", name, tr2.Step())
+		}
+		step(tr)
+		step(tr2)
+		a, _ = m.Score(ctx, probe, false)
+		b, _ = loaded.Score(ctx, probe, false)
+		if !slices.Equal(a.LogProbs[0], b.LogProbs[0]) {
+			t.Errorf("%s: resumed training diverged:\n%v\n%v", name, a.LogProbs[0], b.LogProbs[0])
+		}
+	}
+}
+
+func TestCorruptCheckpoint(t *testing.T) {
+	m := newTiny(t, "llama-gqa", 1)
+	good := t.TempDir()
+	if err := m.Save(good); err != nil {
+		t.Fatal(err)
+	}
+	weights := filepath.Join(good, WeightsFile)
+	raw, err := os.ReadFile(weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tensorsOf := func() map[string]safetensors.Tensor {
+		ts, _, err := safetensors.Read(weights)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts
+	}
+	const victim = "model.layers.1.self_attn.k_proj.weight"
+	tests := []struct {
+		name   string
+		break_ func(dir string) error
+		want   []string
+	}{
+		{"truncated weights", func(dir string) error {
+			return os.WriteFile(filepath.Join(dir, WeightsFile), raw[:len(raw)-10], 0o644)
+		}, []string{WeightsFile}},
+		{"missing tensor", func(dir string) error {
+			ts := tensorsOf()
+			delete(ts, victim)
+			return safetensors.Write(filepath.Join(dir, WeightsFile), ts, nil)
+		}, []string{WeightsFile, victim, "missing"}},
+		{"wrong shape", func(dir string) error {
+			ts := tensorsOf()
+			x := ts[victim]
+			x.Shape = []int{x.Shape[1], x.Shape[0]}
+			ts[victim] = x
+			return safetensors.Write(filepath.Join(dir, WeightsFile), ts, nil)
+		}, []string{WeightsFile, victim, "shape"}},
+		{"wrong dtype", func(dir string) error {
+			ts := tensorsOf()
+			x := ts[victim]
+			x.DType = "I32"
+			ts[victim] = x
+			return safetensors.Write(filepath.Join(dir, WeightsFile), ts, nil)
+		}, []string{WeightsFile, victim, "I32"}},
+		{"bad config field", func(dir string) error {
+			cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+			if err != nil {
+				return err
+			}
+			cfg = []byte(strings.Replace(string(cfg), `"num_key_value_heads": 2`, `"num_key_value_heads": 3`, 1))
+			return os.WriteFile(filepath.Join(dir, ConfigFile), cfg, 0o644)
+		}, []string{ConfigFile, "KVHeads"}},
+		{"missing config field", func(dir string) error {
+			cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+			if err != nil {
+				return err
+			}
+			cfg = []byte(strings.Replace(string(cfg), `"hidden_size"`, `"hidden_sz"`, 1))
+			return os.WriteFile(filepath.Join(dir, ConfigFile), cfg, 0o644)
+		}, []string{ConfigFile, "hidden_size"}},
+	}
+	for _, tt := range tests {
+		dir := t.TempDir()
+		for _, f := range []string{ConfigFile, WeightsFile} {
+			data, err := os.ReadFile(filepath.Join(good, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tt.break_(dir); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(testBackend(t), dir)
+		if err == nil {
+			t.Errorf("%s: Load succeeded", tt.name)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not mention %q", tt.name, err, w)
+			}
+		}
+	}
+	tr, _ := NewTrainer(m, OptimizerConfig{})
+	if err := tr.LoadState(good); err == nil || !strings.Contains(err.Error(), OptimizerFile) {
+		t.Errorf("LoadState without optimizer file: %v", err)
+	}
+}
+
+func TestDeterminism(t *testing.T) {
+	ctx := context.Background()
+	run := func() ([]Sample, [][]float32) {
+		m, err := New(testBackend(t), tinyConfigs["llama-gqa"], 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, _ := NewTrainer(m, OptimizerConfig{LearningRate: 3e-3, MaxGradNorm: 1})
+		rng := rand.New(rand.NewPCG(42, 0))
+		for range 3 {
+			s, err := m.Generate(ctx, [][]int{{1, 2}, {3}, {4, 5, 6}}, SampleOptions{MaxNewTokens: 6}, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var seqs []Sequence
+			var w [][]float32
+			for i, x := range s {
+				seqs = append(seqs, Sequence{Prompt: []int{i + 1}, Response: x.Tokens})
+				w = append(w, slices.Repeat([]float32{-0.1}, len(x.Tokens)))
+			}
+			if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Apply(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, _ := m.Generate(ctx, [][]int{{7, 7}}, SampleOptions{MaxNewTokens: 10}, rng)
+		sc, _ := m.Score(ctx, []Sequence{{Prompt: []int{1}, Response: []int{2, 3, 4, 5}}}, false)
+		return s, sc.LogProbs
+	}
+	s1, lp1 := run()
+	s2, lp2 := run()
+	if !slices.Equal(s1[0].Tokens, s2[0].Tokens) || !slices.Equal(s1[0].LogProbs, s2[0].LogProbs) {
+		t.Errorf("samples differ: %v vs %v", s1[0], s2[0])
+	}
+	if !slices.Equal(lp1[0], lp2[0]) {
+		t.Errorf("trained models differ: %v vs %v", lp1[0], lp2[0])
+	}
+	a, _ := New(testBackend(t), tinyConfigs["gpt-gelu"], 1)
+	b, _ := New(testBackend(t), tinyConfigs["gpt-gelu"], 2)
+	if slices.Equal(float64s(a.params[0]), float64s(b.params[0])) {
+		t.Error("different seeds gave the same weights")
+	}
+}
+
+// Accumulating two micro-batches gives the step of one batch holding both.
+func TestAccumulateMicroBatches(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 3))
+	var seqs []Sequence
+	var w [][]float32
+	for i := range 6 {
+		s := Sequence{Prompt: randomTokens(rng, 1+i, 16), Response: randomTokens(rng, 2+2*i, 16)}
+		seqs = append(seqs, s)
+		row := make([]float32, len(s.Response))
+		for j := range row {
+			row[j] = float32(rng.NormFloat64())
+		}
+		w = append(w, row)
+	}
+	for _, name := range []string{"gpt-gelu", "qwen2-tied"} {
+		one, two := newTiny(t, name, 5), newTiny(t, name, 5)
+		opt := OptimizerConfig{LearningRate: 1e-2, WeightDecay: 0.01, MaxGradNorm: 0.5}
+		t1, _ := NewTrainer(one, opt)
+		t2, _ := NewTrainer(two, opt)
+		lpAll, err := t1.Accumulate(ctx, seqs, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lpA, _ := t2.Accumulate(ctx, seqs[:2], w[:2])
+		lpB, err := t2.Accumulate(ctx, seqs[2:], w[2:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, row := range append(lpA, lpB...) {
+			for j := range row {
+				if math.Abs(float64(row[j]-lpAll[i][j])) > 1e-5 {
+					t.Fatalf("%s: micro-batch log-prob [%d][%d] = %v, batch %v", name, i, j, row[j], lpAll[i][j])
+				}
+			}
+		}
+		for i := range one.specs {
+			a, b := float64s(t1.acc[i]), float64s(t2.acc[i])
+			for j := range a {
+				if math.Abs(a[j]-b[j]) > 1e-6+1e-4*math.Abs(a[j]) {
+					t.Fatalf("%s: gradient of %s[%d] = %v in one batch, %v in two", name, one.specs[i].name, j, a[j], b[j])
+				}
+			}
+		}
+		n1, _ := t1.Apply(ctx, 0)
+		n2, _ := t2.Apply(ctx, 0)
+		if math.Abs(n1-n2) > 1e-5*n1 {
+			t.Errorf("%s: gradient norm %v in one batch, %v in two", name, n1, n2)
+		}
+		for i := range one.specs {
+			a, b := float64s(one.params[i]), float64s(two.params[i])
+			for j := range a {
+				if math.Abs(a[j]-b[j]) > 1e-3*opt.LearningRate { // Adam magnifies float noise in near-zero gradients
+					t.Fatalf("%s: %s[%d] = %v after one batch, %v after two", name, one.specs[i].name, j, a[j], b[j])
+				}
+			}
+		}
+	}
+}
+
+func TestNonFiniteGradient(t *testing.T) {
+	ctx := context.Background()
+	m := newTiny(t, "gpt-relu", 9)
+	tr, _ := NewTrainer(m, OptimizerConfig{LearningRate: 0.1})
+	before := m.snapshot()
+	seqs := []Sequence{{Prompt: []int{1}, Response: []int{2, 3}}}
+	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
+		if _, err := tr.Accumulate(ctx, seqs, [][]float32{{0.5, bad}}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := tr.Apply(ctx, 0)
+		if !errors.Is(err, ErrNonFinite) {
+			t.Fatalf("weight %v: Apply error %v, want ErrNonFinite", bad, err)
+		}
+		after := m.snapshot()
+		for i := range before {
+			if !slices.Equal(float64s(before[i]), float64s(after[i])) {
+				t.Fatalf("weight %v: parameter %s changed", bad, m.specs[i].name)
+			}
+		}
+		if tr.Step() != 0 {
+			t.Errorf("step count %d after a rejected step", tr.Step())
+		}
+	}
+	// The accumulator was cleared: a good step now works.
+	if _, err := tr.Accumulate(ctx, seqs, [][]float32{{0.5, -0.5}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tr.Apply(ctx, 0); err != nil || !(n > 0) {
+		t.Errorf("good step after rejected ones: norm %v, error %v", n, err)
+	}
+	if _, err := tr.Apply(ctx, 0); err == nil {
+		t.Error("Apply with nothing accumulated succeeded")
+	}
+}
+
+// The accumulated gradient matches central finite differences of the
+// surrogate Σ w·lp, in float64.
+func TestGradientFiniteDifferences(t *testing.T) {
+	ctx := context.Background()
+	seqs := []Sequence{{Prompt: []int{3, 1, 4}, Response: []int{1, 5, 9, 2}}, {Prompt: []int{6}, Response: []int{5, 3}}}
+	w := [][]float32{{0.3, -1, 0.5, 0.25}, {-0.7, 1}}
+	for _, name := range []string{"gpt-gelu", "gpt-tanh", "llama-gqa", "llama-bias"} {
+		m, err := newModel(testBackend(t), tinyConfigs[name], 13, dtypes.Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(13, 13))
+		for i, s := range m.specs {
+			v := float64s(m.params[i])
+			for j := range v {
+				v[j] += 0.3 * rng.NormFloat64() // a less uniform model: larger, more varied gradients
+			}
+			m.params[i] = tensorFrom(dtypes.Float64, v, s.shape)
+		}
+		tr, _ := NewTrainer(m, OptimizerConfig{})
+		if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+			t.Fatal(err)
+		}
+		surrogate := func() float64 {
+			lp, _, err := m.score(ctx, seqs, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := 0.0
+			for i := range lp {
+				for j := range lp[i] {
+					s += float64(w[i][j]) * lp[i][j]
+				}
+			}
+			return s
+		}
+		for i, s := range m.specs {
+			grad := float64s(tr.acc[i])
+			orig := float64s(m.params[i])
+			for range 2 {
+				j := rng.IntN(len(orig))
+				const h = 1e-5
+				v := slices.Clone(orig)
+				v[j] = orig[j] + h
+				m.params[i] = tensorFrom(dtypes.Float64, v, s.shape)
+				up := surrogate()
+				v[j] = orig[j] - h
+				m.params[i] = tensorFrom(dtypes.Float64, v, s.shape)
+				down := surrogate()
+				m.params[i] = tensorFrom(dtypes.Float64, orig, s.shape)
+				fd := (up - down) / (2 * h)
+				if math.Abs(fd-grad[j]) > 1e-6+1e-5*math.Abs(fd) {
+					t.Errorf("%s: d/d %s[%d]: autodiff %.9g, finite difference %.9g", name, s.name, j, grad[j], fd)
+				}
+			}
+		}
+	}
+}
+
+// Both families learn to copy: prompt "abc|" → response "abc" + EOS.
+func TestLearnsCopyTask(t *testing.T) {
+	ctx := context.Background()
+	const vocab, sep, eos = 12, 10, 11
+	for _, cfg := range []Config{
+		{Family: "gpt", Vocab: vocab, Dim: 32, Layers: 2, Heads: 4, Activation: "relu", MaxSeq: 16, BOS: -1, EOS: eos},
+		{Family: "llama", Vocab: vocab, Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, Hidden: 64, MaxSeq: 16, BOS: -1, EOS: eos},
+	} {
+		m, err := New(testBackend(t), cfg, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, _ := NewTrainer(m, OptimizerConfig{LearningRate: 1e-2, MaxGradNorm: 1})
+		rng := rand.New(rand.NewPCG(1, 2))
+		batch := func() ([]Sequence, [][]float32) {
+			var seqs []Sequence
+			var w [][]float32
+			for range 32 {
+				abc := randomTokens(rng, 3, 10)
+				seqs = append(seqs, Sequence{Prompt: append(slices.Clone(abc), sep), Response: append(abc, eos)})
+				w = append(w, slices.Repeat([]float32{-1.0 / (32 * 4)}, 4))
+			}
+			return seqs, w
+		}
+		loss := func(lp [][]float32) float64 {
+			s := 0.0
+			for _, row := range lp {
+				for _, x := range row {
+					s -= float64(x) / (32 * 4)
+				}
+			}
+			return s
+		}
+		var first, last float64
+		for step := range 200 {
+			seqs, w := batch()
+			lp, err := tr.Accumulate(ctx, seqs, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if step == 0 {
+				first = loss(lp)
+			}
+			last = loss(lp)
+			if _, err := tr.Apply(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !(last < 0.25*first) || !(last < 0.5) {
+			t.Errorf("%s: loss %.3f → %.3f, want a clear drop", cfg.Family, first, last)
+		}
+		// Greedy decoding now copies most prompts.
+		seqs, _ := batch()
+		var prompts [][]int
+		for _, s := range seqs {
+			prompts = append(prompts, s.Prompt)
+		}
+		out, err := m.Generate(ctx, prompts, SampleOptions{MaxNewTokens: 6, Greedy: true, Stop: []int{eos}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		right := 0
+		for i, s := range out {
+			if slices.Equal(s.Tokens, seqs[i].Response) {
+				right++
+			}
+		}
+		if right < 24 {
+			t.Errorf("%s: greedy decoding copied %d of 32 prompts (loss %.3f → %.3f)", cfg.Family, right, first, last)
+		}
+		t.Logf("%s: loss %.3f → %.3f, copies %d/32", cfg.Family, first, last, right)
+	}
+}
+
+// Many random lengths and batch sizes compile only a few shapes: with the
+// Exec's cache capped at GoMLX's default of 32, nothing fails.
+func TestBucketsBoundCompiledShapes(t *testing.T) {
+	ctx := context.Background()
+	m := newTiny(t, "gpt-relu", 1)
+	if _, err := m.Score(ctx, []Sequence{{Prompt: []int{1}, Response: []int{2}}}, false); err != nil {
+		t.Fatal(err)
+	}
+	m.execs["score"].SetMaxCache(32)
+	rng := rand.New(rand.NewPCG(8, 8))
+	for range 60 {
+		var seqs []Sequence
+		for range 1 + rng.IntN(40) {
+			p := 1 + rng.IntN(20)
+			seqs = append(seqs, Sequence{Prompt: randomTokens(rng, p, 16), Response: randomTokens(rng, rng.IntN(m.cfg.MaxSeq-p+1), 16)})
+		}
+		if _, err := m.Score(ctx, seqs, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[int]bool{}
+	for n := 1; n <= 4096; n++ {
+		b := lengthBucket(n)
+		if b < n || b > n*3/2+8 {
+			t.Fatalf("lengthBucket(%d) = %d", n, b)
+		}
+		seen[b] = true
+	}
+	if len(seen) > 20 {
+		t.Errorf("%d length buckets up to 4096", len(seen))
+	}
+}

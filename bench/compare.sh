@@ -80,14 +80,20 @@ def num(r, key):
     return f"{v:,.0f}" if isinstance(v, (int, float)) else "–"
 
 
+def loss(r):
+    v = None if r is None else r.get("final_loss")
+    return f"{v:.4f}" if isinstance(v, (int, float)) else "–"
+
+
 def ratio(g, t, key):
     if g is None or t is None or not t.get(key) or not isinstance(g.get(key), (int, float)):
         return "–"
     return f"{g[key] / t[key]:.2f}×"
 
 
-print("| config | params | train tok/s Go | train tok/s torch | Go/torch | sample tok/s Go | sample tok/s torch | Go/torch |")
-print("|---|---|---|---|---|---|---|---|")
+print("| config | params | train tok/s Go | train tok/s torch | Go/torch | sample tok/s Go | sample tok/s torch | Go/torch "
+      "| final loss Go / torch |")
+print("|---|---|---|---|---|---|---|---|---|")
 errors = []
 versions = set()
 for i, label in enumerate(labels):
@@ -105,7 +111,8 @@ for i, label in enumerate(labels):
                       "the two engines are not running the same model")
     print(f"| {label} | {params if params is not None else '–'} | {num(g, 'train_tokens_per_s')} | "
           f"{num(t, 'train_tokens_per_s')} | {ratio(g, t, 'train_tokens_per_s')} | "
-          f"{num(g, 'sample_tokens_per_s')} | {num(t, 'sample_tokens_per_s')} | {ratio(g, t, 'sample_tokens_per_s')} |")
+          f"{num(g, 'sample_tokens_per_s')} | {num(t, 'sample_tokens_per_s')} | {ratio(g, t, 'sample_tokens_per_s')} | "
+          f"{loss(g)} / {loss(t)} |")
 if versions:
     print(f"\n{'; '.join(sorted(versions))}.")
 if errors:

@@ -68,13 +68,15 @@ def benchmark(args, torch, model):
     net = build_or_exit(model, cfg, args.seed)
     opt = model.new_optimizer(net)
     gen = torch.Generator().manual_seed(args.seed + 1)
-    batches = torch.randint(cfg.vocab, (args.warmup + args.steps, args.batch, args.seq), generator=gen)
+    # One random batch trained on repeatedly, as the Go engine does, so that
+    # final_loss (after warmup + steps updates) is comparable across engines.
+    tokens = torch.randint(cfg.vocab, (args.batch, args.seq), generator=gen)
 
-    for i in range(args.warmup):
-        model.train_step(net, opt, batches[i])
+    for _ in range(args.warmup):
+        model.train_step(net, opt, tokens)
     start = time.perf_counter()
-    for i in range(args.warmup, args.warmup + args.steps):
-        loss = model.train_step(net, opt, batches[i])
+    for _ in range(args.steps):
+        loss = model.train_step(net, opt, tokens)
     train_s = time.perf_counter() - start
 
     prompt = torch.randint(cfg.vocab, (args.sample_batch, 1), generator=gen)

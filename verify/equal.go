@@ -30,6 +30,12 @@ func Equal(answer, reference string) (eq bool) {
 			eq = false
 		}
 	}()
+	return equalStrings(answer, reference)
+}
+
+// equalStrings is Equal without the recover, so that tests and fuzzing see
+// any panic.
+func equalStrings(answer, reference string) bool {
 	if len(answer) > MaxAnswerLen || len(reference) > MaxAnswerLen {
 		return false
 	}
@@ -47,9 +53,10 @@ func Equal(answer, reference string) (eq bool) {
 	if na == nr {
 		return true
 	}
-	if la, ok := choiceLetter(na); ok {
-		lr, ok := choiceLetter(nr)
-		return ok && la == lr
+	la, okA := choiceLetter(na)
+	lr, okR := choiceLetter(nr)
+	if okA && okR {
+		return la == lr
 	}
 	ta, errA := parse(na)
 	tr, errR := parse(nr)
@@ -57,7 +64,20 @@ func Equal(answer, reference string) (eq bool) {
 		// Unparseable text can only match itself, up to spacing.
 		return strings.ReplaceAll(na, " ", "") == strings.ReplaceAll(nr, " ", "")
 	}
-	return equalTrees(ta, tr)
+	return (&checker{left: workBudget}).equalTrees(ta, tr)
+}
+
+// workBudget bounds the work of one comparison, in evaluated nodes and
+// machine words of exact arithmetic; a comparison that runs out is not equal.
+const workBudget = 1 << 21
+
+// checker carries the remaining work budget of one comparison.
+type checker struct{ left int }
+
+// spend takes k units of work, reporting false once the budget is gone.
+func (c *checker) spend(k int) bool {
+	c.left -= k + 1
+	return c.left >= 0
 }
 
 // EqualResponse extracts the final answer from a model's response and
@@ -89,28 +109,31 @@ func choiceLetter(s string) (byte, bool) {
 
 // equalTrees compares two parsed answers, letting a percentage on one side
 // also match its bare number on the other.
-func equalTrees(a, b *node) bool {
-	if equalAny(a, b) {
+func (c *checker) equalTrees(a, b *node) bool {
+	if c.equalAny(a, b) {
 		return true
 	}
 	switch {
 	case a.op == opPct && b.op != opPct:
-		return equalAny(a.kids[0], b)
+		return c.equalAny(a.kids[0], b)
 	case b.op == opPct && a.op != opPct:
-		return equalAny(a, b.kids[0])
+		return c.equalAny(a, b.kids[0])
 	}
 	return false
 }
 
 // equalAny compares answers that may be unordered collections: sets, lists
 // of solutions, and expressions with ±.
-func equalAny(a, b *node) bool {
+func (c *checker) equalAny(a, b *node) bool {
+	if !c.spend(1) {
+		return false
+	}
 	ea, ua := elements(a)
 	eb, ub := elements(b)
 	if ua || ub {
-		return matchUnordered(ea, eb)
+		return c.matchUnordered(ea, eb)
 	}
-	return equalOne(a, b)
+	return c.equalOne(a, b)
 }
 
 // elements returns the members of an unordered collection (with ± expanded)
@@ -187,7 +210,7 @@ func expandPM(n *node) []*node {
 
 // matchUnordered reports whether xs and ys can be paired one to one with
 // equal members (a perfect bipartite matching, by augmenting paths).
-func matchUnordered(xs, ys []*node) bool {
+func (c *checker) matchUnordered(xs, ys []*node) bool {
 	if len(xs) != len(ys) || len(xs) == 0 || len(xs) > maxElements {
 		return false
 	}
@@ -197,7 +220,7 @@ func matchUnordered(xs, ys []*node) bool {
 		eq[i] = make([]bool, n)
 		any := false
 		for j := range ys {
-			eq[i][j] = equalOne(xs[i], ys[j])
+			eq[i][j] = c.equalOne(xs[i], ys[j])
 			any = any || eq[i][j]
 		}
 		if !any {
@@ -231,22 +254,22 @@ func matchUnordered(xs, ys []*node) bool {
 
 // equalOne compares two members: equations, tuples and intervals, matrices,
 // unions, inequalities, or scalar expressions.
-func equalOne(a, b *node) bool {
+func (c *checker) equalOne(a, b *node) bool {
 	switch {
 	case a.op == opSet || b.op == opSet || hasPM(a) || hasPM(b):
-		return equalAny(a, b)
+		return c.equalAny(a, b)
 	case a.op == opEq && b.op == opEq:
-		return equalEquations(a, b)
+		return c.equalEquations(a, b)
 	case a.op == opEq:
-		return simpleLHS(a.kids[0]) && equalAny(a.kids[1], b)
+		return simpleLHS(a.kids[0]) && c.equalAny(a.kids[1], b)
 	case b.op == opEq:
-		return simpleLHS(b.kids[0]) && equalAny(a, b.kids[1])
+		return simpleLHS(b.kids[0]) && c.equalAny(a, b.kids[1])
 	case a.op == opTuple || b.op == opTuple:
 		if a.op != b.op || a.open != b.open || a.close != b.close || len(a.kids) != len(b.kids) {
 			return false
 		}
 		for i := range a.kids {
-			if !equalAny(a.kids[i], b.kids[i]) {
+			if !c.equalAny(a.kids[i], b.kids[i]) {
 				return false
 			}
 		}
@@ -257,25 +280,25 @@ func equalOne(a, b *node) bool {
 		}
 		for i, row := range a.rows {
 			for j := range row {
-				if !equalAny(row[j], b.rows[i][j]) {
+				if !c.equalAny(row[j], b.rows[i][j]) {
 					return false
 				}
 			}
 		}
 		return true
 	case a.op == opUnion || b.op == opUnion:
-		return a.op == b.op && matchUnordered(a.kids, b.kids)
+		return a.op == b.op && c.matchUnordered(a.kids, b.kids)
 	case a.op == opRel || b.op == opRel:
 		if a.op != b.op {
 			return false
 		}
-		if a.name == b.name && equalAny(a.kids[0], b.kids[0]) && equalAny(a.kids[1], b.kids[1]) {
+		if a.name == b.name && c.equalAny(a.kids[0], b.kids[0]) && c.equalAny(a.kids[1], b.kids[1]) {
 			return true
 		}
 		flip := map[string]string{"lt": "gt", "gt": "lt", "le": "ge", "ge": "le", "ne": "ne"}
-		return flip[a.name] == b.name && equalAny(a.kids[0], b.kids[1]) && equalAny(a.kids[1], b.kids[0])
+		return flip[a.name] == b.name && c.equalAny(a.kids[0], b.kids[1]) && c.equalAny(a.kids[1], b.kids[0])
 	}
-	return equalScalar(a, b)
+	return c.equalScalar(a, b)
 }
 
 // simpleLHS reports whether an equation's left side only names the answer:
@@ -296,8 +319,8 @@ func simpleLHS(n *node) bool {
 
 // equalEquations reports whether two equations are the same up to moving
 // terms and scaling: lhs₁−rhs₁ is a nonzero constant multiple of lhs₂−rhs₂.
-func equalEquations(a, b *node) bool {
-	if equalAny(a.kids[0], b.kids[0]) && equalAny(a.kids[1], b.kids[1]) {
+func (c *checker) equalEquations(a, b *node) bool {
+	if c.equalAny(a.kids[0], b.kids[0]) && c.equalAny(a.kids[1], b.kids[1]) {
 		return true
 	}
 	f, g := mk(opSub, a.kids[0], a.kids[1]), mk(opSub, b.kids[0], b.kids[1])
@@ -309,7 +332,7 @@ func equalEquations(a, b *node) bool {
 		rel = decimalRelTol
 	}
 	names := sortedVars(f, g)
-	e := &env{names: names, vals: make([]complex128, len(names))}
+	e := &env{names: names, vals: make([]complex128, len(names)), c: c}
 	var ratio complex128
 	haveRatio := false
 	for k := range samplePoints {
@@ -337,7 +360,7 @@ func equalEquations(a, b *node) bool {
 			break
 		}
 	}
-	return true
+	return c.left >= 0
 }
 
 func abs2(z complex128) float64 {
@@ -355,13 +378,13 @@ func structural(n *node) bool {
 
 // equalScalar compares two scalar expressions: exactly when both are
 // rational, else by evaluation at sample points.
-func equalScalar(a, b *node) bool {
+func (c *checker) equalScalar(a, b *node) bool {
 	if structural(a) || structural(b) {
 		return false
 	}
 	dec := a.dec || b.dec
-	ra, okA := exact(a)
-	rb, okB := exact(b)
+	ra, okA := exact(a, c)
+	rb, okB := exact(b, c)
 	if okA && okB {
 		if ra.Cmp(rb) == 0 {
 			return true
@@ -382,7 +405,7 @@ func equalScalar(a, b *node) bool {
 	if len(names) == 0 {
 		points = 1
 	}
-	e := &env{names: names, vals: make([]complex128, len(names))}
+	e := &env{names: names, vals: make([]complex128, len(names)), c: c}
 	valid := 0
 	for k := range points {
 		for i, name := range names {
@@ -404,7 +427,7 @@ func equalScalar(a, b *node) bool {
 		}
 		valid++
 	}
-	return valid > 0
+	return valid > 0 && c.left >= 0
 }
 
 func hasInf(n *node) bool {

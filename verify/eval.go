@@ -20,29 +20,35 @@ const (
 // exact evaluates a variable-free tree made of rational operations to an
 // exact rational. ok is false when the tree holds variables, irrational
 // values, or values too large to compute.
-func exact(n *node) (r *big.Rat, ok bool) {
+func exact(n *node, c *checker) (r *big.Rat, ok bool) {
+	if !c.spend(1) {
+		return nil, false
+	}
 	switch n.op {
 	case opNum:
 		return n.num, true
 	case opNeg:
-		a, ok := exact(n.kids[0])
+		a, ok := exact(n.kids[0], c)
 		if !ok {
 			return nil, false
 		}
 		return new(big.Rat).Neg(a), true
 	case opPct:
-		a, ok := exact(n.kids[0])
+		a, ok := exact(n.kids[0], c)
 		if !ok {
 			return nil, false
 		}
 		return new(big.Rat).Quo(a, big.NewRat(100, 1)), true
 	case opAdd, opSub, opMul, opDiv:
-		a, ok := exact(n.kids[0])
+		a, ok := exact(n.kids[0], c)
 		if !ok {
 			return nil, false
 		}
-		b, ok := exact(n.kids[1])
+		b, ok := exact(n.kids[1], c)
 		if !ok {
+			return nil, false
+		}
+		if !c.spend((a.Num().BitLen() + a.Denom().BitLen() + b.Num().BitLen() + b.Denom().BitLen()) / 64) {
 			return nil, false
 		}
 		r := new(big.Rat)
@@ -61,35 +67,35 @@ func exact(n *node) (r *big.Rat, ok bool) {
 		}
 		return r, small(r)
 	case opPow:
-		a, ok := exact(n.kids[0])
+		a, ok := exact(n.kids[0], c)
 		if !ok {
 			return nil, false
 		}
-		b, ok := exact(n.kids[1])
+		b, ok := exact(n.kids[1], c)
 		if !ok {
 			return nil, false
 		}
 		return ratPow(a, b)
 	case opRoot:
-		k, ok := exact(n.kids[0])
+		k, ok := exact(n.kids[0], c)
 		if !ok || !k.IsInt() || !k.Num().IsInt64() {
 			return nil, false
 		}
-		a, ok := exact(n.kids[1])
+		a, ok := exact(n.kids[1], c)
 		if !ok {
 			return nil, false
 		}
 		return ratRoot(a, k.Num().Int64())
 	case opFact:
-		a, ok := exact(n.kids[0])
+		a, ok := exact(n.kids[0], c)
 		if !ok || !a.IsInt() || a.Sign() < 0 || a.Num().Cmp(big.NewInt(maxFactExct)) > 0 {
 			return nil, false
 		}
 		f := new(big.Int).MulRange(1, a.Num().Int64())
 		return new(big.Rat).SetInt(f), true
 	case opBinom:
-		a, ok1 := exact(n.kids[0])
-		b, ok2 := exact(n.kids[1])
+		a, ok1 := exact(n.kids[0], c)
+		b, ok2 := exact(n.kids[1], c)
 		if !ok1 || !ok2 || !a.IsInt() || !b.IsInt() || a.Sign() < 0 || b.Sign() < 0 ||
 			a.Num().Cmp(big.NewInt(maxBinomN)) > 0 || a.Cmp(b) < 0 {
 			return nil, false
@@ -97,7 +103,7 @@ func exact(n *node) (r *big.Rat, ok bool) {
 		c := new(big.Int).Binomial(a.Num().Int64(), b.Num().Int64())
 		return new(big.Rat).SetInt(c), true
 	case opFunc:
-		a, ok := exact(n.kids[0])
+		a, ok := exact(n.kids[0], c)
 		if !ok {
 			return nil, false
 		}
@@ -210,6 +216,7 @@ func intRoot(x *big.Int, k int64) (*big.Int, bool) {
 type env struct {
 	names []string
 	vals  []complex128
+	c     *checker
 }
 
 func (e *env) lookup(name string) complex128 {
@@ -272,6 +279,9 @@ func sortedVars(nodes ...*node) []string {
 // eval evaluates n at the point given by e in complex floating point.
 // Structural nodes evaluate to NaN.
 func eval(n *node, e *env) complex128 {
+	if !e.c.spend(1) {
+		return cmplx.NaN()
+	}
 	switch n.op {
 	case opNum:
 		f, _ := n.num.Float64()

@@ -26,6 +26,12 @@ func Extract(response string) (answer string, ok bool) {
 			answer, ok = "", false
 		}
 	}()
+	return extract(response)
+}
+
+// extract is Extract without the recover, so that tests and fuzzing see any
+// panic.
+func extract(response string) (string, bool) {
 	if len(response) > MaxResponseLen {
 		response = response[len(response)-MaxResponseLen:]
 	}
@@ -49,26 +55,42 @@ func Extract(response string) (answer string, ok bool) {
 	return "", false
 }
 
-// lastBoxed returns the content of the last well-formed \boxed or \fbox.
+// lastBoxed returns the content of the last well-formed \boxed or \fbox. It
+// runs in linear time: brace pairs are matched in one pass.
 func lastBoxed(s string) (string, bool) {
-	end := len(s)
-	for end > 0 {
-		kb := strings.LastIndex(s[:end], `\boxed`)
-		kf := strings.LastIndex(s[:end], `\fbox`)
-		k, n := kb, len(`\boxed`)
-		if kf > kb {
-			k, n = kf, len(`\fbox`)
-		}
+	var starts []int // offsets just past each \boxed or \fbox
+	for i := 0; i < len(s); {
+		k := strings.IndexByte(s[i:], '\\')
 		if k < 0 {
-			return "", false
+			break
 		}
-		rest := s[k+n:]
+		i += k
+		switch {
+		case strings.HasPrefix(s[i:], `\boxed`):
+			i += len(`\boxed`)
+			starts = append(starts, i)
+		case strings.HasPrefix(s[i:], `\fbox`):
+			i += len(`\fbox`)
+			starts = append(starts, i)
+		default:
+			i++
+		}
+	}
+	if len(starts) == 0 {
+		return "", false
+	}
+	var closeOf map[int]int // opening brace offset → closing brace offset
+	for j := len(starts) - 1; j >= 0; j-- {
+		rest := s[starts[j]:]
 		trimmed := strings.TrimLeft(rest, " ")
 		switch {
 		case strings.HasPrefix(trimmed, "{"):
-			open := k + n + len(rest) - len(trimmed)
-			if close := matchBrace(s, open); close > open {
-				if a := strings.TrimSpace(s[open+1 : close]); a != "" {
+			if closeOf == nil {
+				closeOf = matchAllBraces(s)
+			}
+			open := starts[j] + len(rest) - len(trimmed)
+			if end, ok := closeOf[open]; ok {
+				if a := strings.TrimSpace(s[open+1 : end]); a != "" {
 					return a, true
 				}
 			}
@@ -80,9 +102,28 @@ func lastBoxed(s string) (string, bool) {
 			}
 			return trimmed[:stop], true
 		}
-		end = k
 	}
 	return "", false
+}
+
+// matchAllBraces pairs the unescaped braces of s.
+func matchAllBraces(s string) map[int]int {
+	pairs := map[int]int{}
+	var stack []int
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '{':
+			stack = append(stack, i)
+		case '}':
+			if n := len(stack); n > 0 {
+				pairs[stack[n-1]] = i
+				stack = stack[:n-1]
+			}
+		}
+	}
+	return pairs
 }
 
 // answerAfter takes the answer from the text following "the answer is": a

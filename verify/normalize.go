@@ -184,28 +184,27 @@ func unwrapText(s string) string {
 // "27 dollars", "3 m/s^2". Single- and two-letter words are removed only when
 // they are known units, so answers such as "7.6 Z" keep their variable.
 func stripTrailingWords(s string) string {
+	best, cur := s, s
 	for range 8 {
-		m := trailingWordRe.FindStringSubmatch(s)
+		m := trailingWordRe.FindStringSubmatch(cur)
 		if m == nil {
-			return s
+			break
 		}
-		word, prefix := m[2], strings.TrimSpace(m[1])
+		word := m[2]
 		if !unitWords[word] && (len(word) < 3 || functionWords[word]) {
-			return s
+			break
 		}
-		// "3 m/s": remove the connector left behind, then test the prefix.
-		if sm := trailingSlashRe.FindStringSubmatch(prefix); sm != nil {
-			rest := stripTrailingWords(strings.TrimSpace(sm[1]))
-			if numericLooking(rest) {
-				return rest
-			}
+		cur = strings.TrimSpace(m[1])
+		// "3 m/s": drop the connector and keep stripping the unit.
+		if sm := trailingSlashRe.FindStringSubmatch(cur); sm != nil {
+			cur = strings.TrimSpace(sm[1])
+			continue
 		}
-		if !numericLooking(prefix) {
-			return s
+		if numericLooking(cur) {
+			best = cur
 		}
-		s = prefix
 	}
-	return s
+	return best
 }
 
 // numericLooking reports whether s is a number written in one of the usual

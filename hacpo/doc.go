@@ -1,0 +1,145 @@
+// Package hacpo is the HACPO algorithm core (Heterogeneous Agent Collaborative
+// Policy Optimization, arXiv 2603.02604) and the single-agent baselines it is
+// compared with, as pure functions over float64: no model, tokenizer, tensors or
+// files. The specification is ../shared/docs/hacpo-paper.md ("spec" below).
+//
+// # What it computes
+//
+// For n >= 1 agents sharing a verifiable reward, one training step is:
+//
+//  1. CapabilityTracker.Update with every agent's rewards of the step (Eq 9), then
+//     ω(a, b) = clamp(P̂a/P̂b, 0.1, 10) from CapabilityTracker.Omega (Eq 8).
+//  2. For each learner k and each prompt's joint group of responses,
+//     Settings.Advantages: A_i = (R_i − μ̂^(k)) / (σ_joint + ε) with the
+//     capability-weighted baseline μ̂^(k) = mean_i ω(k, src_i)·R_i (Eq 6–7).
+//  3. Settings.PlanMiniBatches: k's sequences, self first, cut into mini-batches.
+//  4. For each mini-batch m, the engine computes k's per-token log-probs and calls
+//     Settings.MiniBatchLoss(m, samples, logProbs), which returns the loss and
+//     dLoss/dlp per token; the engine backpropagates Σ_b Σ_t w[b][t]·lp[b][t] and
+//     takes one optimizer step.
+//
+// Per sequence (spec §2.5, §2.7 step 5e), with the loss the mean over the B
+// sequences of the mini-batch:
+//
+//	self:  −min(s·A, clip(s, 1−ε_low, 1+ε_high)·A)           s = exp(mean lp − mean old lp)   (GSPO)
+//	cross: −clip(s, L_m, 1)·sg(clip(s, L_m, 1))^α·ω(src,k)·A  s = exp(mean lp − source's mean old lp)
+//	       L_m = min(1, 1 − δ + m·δ_step)
+//	plus KLCoef × the token-mean k3 KL to the reference model, on self samples only.
+//
+// Settings.SelfTerm, CrossTerm, TokenTerm and KL3 are the per-sequence (per-token)
+// scalar pieces, each returning its value and derivative; MiniBatchLoss is built
+// from them. Methods are Settings values: Preset("hacpo" | "gspo" | "gspo2x" |
+// "grpo" | "naive" | "no-adv" | "no-omega" | "no-stepwise" | "no-cross-clip"),
+// editable field by field (α, δ, δ_step, …) and checked by Validate. Single-agent
+// methods (GSPO, GSPO×2, GRPO) run through the same calls with self samples only.
+//
+// # Decisions where the paper is ambiguous (spec section in brackets)
+//
+//  1. Capability per step [§2.1, §7 items 1, 13]: over all of the agent's responses
+//     in the step (all prompts × all its responses), not per prompt. Metric
+//     PositiveRate (fraction of rewards > 0, [code-v1]) by default, MeanReward
+//     selectable. Each per-step value and the window mean are floored at 1e-8; an
+//     agent with no history has capability 1.0. An agent with no response in a step
+//     is an error (there is no accuracy to record).
+//  2. The window includes the current step [§7 item 14, App. D.1]: the loop calls
+//     Update with the step's rewards before computing advantages. Early in training
+//     the window mean runs over the values available.
+//  3. ω is clamped to [0.1, 10] [§6.4 item 1]; ω(a, a) = 1 exactly. Warm-up: ω = 1 while
+//     Steps <= WarmupSteps, i.e. for the first WarmupSteps training steps ([code-v1]
+//     semantics; default 0 = off). The baseline uses ω(k, j) = clamp(P̂k/P̂j) and the
+//     update ω(j, k) = clamp(P̂j/P̂k); with the symmetric clamp these are reciprocal.
+//  4. Eq 7's 1/(nG) is the number of responses of the group the learner uses, so
+//     groups with unequal counts per source (a failed sample) are fine: the mean runs
+//     over all responses present, each weighted by ω(k, source) (1 for its own)
+//     [§2.1, §7 item 18]. The std is the sample std (N − 1) of the same responses'
+//     raw rewards [§7 item 2]. A group of one response is divided by 1 + ε (and a
+//     group with no usable response yields advantages 0) [code-v1].
+//  5. Edge cases [§2.1, code-orig, code-v1]: if all rewards of the group are
+//     identical (exact equality) the baseline is the plain mean, so every advantage
+//     is 0 (0/ε). If the capability-weighted baseline exceeds 1 it is replaced by the
+//     learner's own mean reward in the group; if the learner has no response in that
+//     group (possible only with unequal counts) the plain joint mean is used instead
+//     ([code-v1] raises an error there). The guard applies only to a
+//     capability-weighted baseline: the plain mean of GSPO/GRPO/Naive/no-adv is never
+//     replaced. With NormalizeStd off the denominator is 1 with no ε [code-v1].
+//  6. The advantage of every response, own or not, uses learner k's baseline and the
+//     raw reward in the numerator; ω(source, k) multiplies only the cross term of the
+//     loss (Eq 10) [§2.2, §7 item 3].
+//  7. Ratios [§6.4 items 5, 9]: each side of the cross ratio is the mean log-prob over
+//     its own tokenization (learner's current over the retokenized text; source's old
+//     over its own tokens). Every log-ratio (sequence or token) is clamped to ±10 on
+//     both sides [code-v1]; outside the clamp the ratio is constant (zero gradient).
+//  8. Cross clip [§2.4, §6.4 item 4, §7 items 6–7]: a hard clamp to [L_m, 1] (bounds
+//     inclusive, as torch.clamp): outside it the term's value is constant and its
+//     gradient exactly zero, whatever the sign of A; no PPO min. The α factor uses the
+//     clipped, detached ratio, so the gradient inside is sg(s)^(α+1)·ω·A per unit of
+//     mean log-prob (Prop D.6). A clamped sequence still counts in the mean's
+//     denominator ("discarded" = zero gradient, spec §7 item 7).
+//  9. Stepwise bound [§2.4, §7 items 4–5]: m is the 0-based mini-batch (optimizer
+//     step) index within this learner's step, reset every step; L_m = min(1, 1 − δ +
+//     m·δ_step), computed (1 − δ) + m·δ_step. δ is the distance from 1: the paper's
+//     Table 5 "δ = 0.8" is the bound 1 − δ, i.e. CrossDelta = 0.2.
+//  10. Self term [§7 item 8]: standard GSPO min(s·A, clip(s, 1 − 3e-4, 1 + 4e-4)·A).
+//     Inside the clip range (inclusive) the gradient is −A·s; outside it flows only
+//     when the unclipped branch is the min.
+//  11. Aggregation [§2.5, §7 items 7, 9]: "seq-mean-token-mean" for every method: each
+//     sequence's term is already a token mean (sequence ratio; or the mean of the
+//     per-token terms for GRPO), and the mini-batch loss is their sum over the B
+//     sequences of the mini-batch divided by B (self, cross and clamped alike). There
+//     is no extra weight between J_homo and J_hete.
+//  12. KL [§2.5, §6.2, §7 item 11]: verl's low_var_kl k3 per token, exp(d) − d − 1
+//     with d = ref − lp clamped to ±20 and the value capped at 10 (zero gradient where
+//     a clamp is active); on self samples only; token mean per sequence; summed over
+//     the self sequences and divided by B, the number of all sequences of the
+//     mini-batch (verl's seq-mean-token-mean with the global batch size, as the
+//     verl-V1 port runs it). Coefficient 0.001 in every preset; 0 turns it off.
+//     Loss.KL is reported before the coefficient; Loss.Total = Policy + KLCoef·KL.
+//  13. Mini-batches [§6.4 item 6, §7 items 10, 18]: self samples first, then each
+//     other agent by increasing index, each in the loop's order; no shuffle. The size
+//     is given in sequences (the paper: 64 prompts × 8 = 512); the last mini-batch
+//     may be smaller (with 128 × 8 per agent and 512 it never is). So with n = 2
+//     the cross samples of a learner land in m = 2, 3 (bounds 0.85, 0.875), as in
+//     [code-v1]; [code-orig]'s balance_batch order is not reproduced.
+//  14. Old log-probs [§7 item 19]: for a self sample, the learner's own old policy on
+//     the same tokens; for a cross sample, the source's old policy on its own tokens,
+//     both recomputed by the engine before any update of the step.
+//  15. Baselines and ablations [§4.4, §5.3–5.6, §7 item 12]: GSPO = one agent, sequence
+//     ratio, clip 3e-4/4e-4; GSPO×2 = GSPO with ResponsesMultiplier 2 (2G responses;
+//     with the mini-batch size in sequences it makes as many updates as 2-agent
+//     HACPO; set the multiplier to n to match n-agent HACPO); GRPO = token ratio, clip
+//     0.2/0.28, per-token PPO min (verl's dual clip c = 3 is available as DualClip but
+//     off); Naive = shared pool, plain joint mean and std, ω = 1, α = 0, the GSPO clip
+//     for every sample (CrossAsSelf); no-adv = plain joint mean baseline; no-omega = ω
+//     out of the update, kept in the baseline; no-stepwise = static [1 − δ, 1];
+//     no-cross-clip = no cross clamp at all (the α factor then uses the raw ratio).
+//     All presets keep the KL 0.001 and seq-mean-token-mean.
+//  16. A method that does not share rollouts ignores other agents' responses: they get
+//     advantage 0 and are left out of the group statistics and of the plan, and
+//     MiniBatchLoss rejects a cross sample. Token-level ratios cannot be combined with
+//     shared rollouts (cross samples are retokenized; there are no per-token old
+//     log-probs), which Validate reports.
+//  17. Statistics [§6.3 compute_hacpo_loss]: self clip fraction = fraction of self
+//     units (sequences; tokens for GRPO) whose ratio lies outside [1 − ε_low, 1 + ε_high],
+//     as [code-v1] logs it; cross lower/upper fractions = cross sequences below L_m /
+//     above 1 (the self range for Naive; none when there is no cross clamp). Stats are
+//     sums and counts so they add up over mini-batches and steps.
+//  18. Inputs are checked: a sequence with no tokens, a non-finite reward, advantage,
+//     log-prob, ω or reference log-prob is an error naming the sample (the lowest
+//     index when several are bad). A self sample's optional OldLogProbs must average
+//     to its OldMeanLogProb (within 1e-5 relative).
+//  19. Stop-gradient [§2.3, Prop D.6]: Loss.Total and Term.Value are the objective's
+//     value, c^(1+α) for an unclamped cross term; the returned gradient treats the
+//     factor sg(c)^α as a constant. A finite difference of Total therefore matches the
+//     gradient only with that factor held fixed (the tests do so); for α > 0 the
+//     derivative of the value itself is (1+α) times the gradient on cross terms.
+//
+// # Numbers and determinism
+//
+// Everything inside is float64; float32 log-probs are widened on entry and the
+// gradient is rounded to float32 once, on exit (MiniBatchLoss64 keeps float64).
+// Sequence means use MeanLogProb (a fixed summation order); an engine should compute
+// OldMeanLogProb with it too, so that an unchanged policy gives a ratio of exactly 1.
+// MiniBatchLoss spreads large mini-batches (>= 2·16384 tokens) over GOMAXPROCS
+// goroutines, one block of sequences each, and reduces the per-sequence results in
+// sequence order: the output is bit-identical for any number of workers.
+package hacpo

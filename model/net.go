@@ -148,20 +148,24 @@ func (at *attention) maskBias(kvHeads, group int, dtype dtypes.DType) *Node {
 	return at.bias
 }
 
-// writeSlot returns cache with x (of size 1 on axis) written at slot along
-// axis. The Go backend has no DynamicUpdateSlice, so this selects with a
-// one-hot mask over the slots.
+// writeSlot returns cache plus x (of size 1 on axis, 2 or 3) placed at slot
+// along axis. Each cache slot is written exactly once and holds zeros until
+// then (prefill pads with zeros), so adding is writing. The Go backend has no
+// DynamicUpdateSlice; the placement is an outer product of x with a one-hot
+// row, a plain batched matmul, which avoids broadcasting the whole cache.
 func writeSlot(cache, x, slot *Node, axis int) *Node {
 	dims := cache.Shape().Dimensions
-	S := dims[axis]
-	hitDims := make([]int, len(dims))
-	for i := range hitDims {
-		hitDims[i] = 1
+	BK, S := dims[0]*dims[1], dims[axis]
+	hit := ConvertDType(Equal(Iota(cache.Graph(), shapes.Make(dtypes.Int32, S), 0), slot), cache.DType())
+	var placed *Node
+	if axis == 3 { // keys [B,KVH,Dh,S]: x [BK,Dh,1] · hit [BK,1,S]
+		hit = BroadcastToDims(Reshape(hit, 1, 1, S), BK, 1, S)
+		placed = DotGeneral(Reshape(x, BK, dims[2], 1), []int{2}, []int{0}, hit, []int{1}, []int{0})
+	} else { // values [B,KVH,S,Dh]: hit [BK,S,1] · x [BK,1,Dh]
+		hit = BroadcastToDims(Reshape(hit, 1, S, 1), BK, S, 1)
+		placed = DotGeneral(hit, []int{2}, []int{0}, Reshape(x, BK, 1, dims[3]), []int{1}, []int{0})
 	}
-	hitDims[axis] = S
-	hit := Equal(Iota(cache.Graph(), shapes.Make(dtypes.Int32, S), 0), slot)
-	hit = BroadcastToDims(Reshape(hit, hitDims...), dims...)
-	return Where(hit, BroadcastToDims(x, dims...), cache)
+	return Add(cache, Reshape(placed, dims...))
 }
 
 // splitHeads reshapes a projection [B,T,heads·Dh] to [B,T,heads,Dh].

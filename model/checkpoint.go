@@ -156,6 +156,9 @@ func (t *Trainer) SaveState(dir string) error {
 // LoadState restores the optimizer state written by SaveState and clears the
 // accumulated gradient.
 func (t *Trainer) LoadState(dir string) error {
+	if t.m.dtype != dtypes.Float32 {
+		return errors.New("model: load optimizer state: only float32 models")
+	}
 	path := filepath.Join(dir, OptimizerFile)
 	ts, meta, err := safetensors.Read(path)
 	if err != nil {
@@ -172,9 +175,6 @@ func (t *Trainer) LoadState(dir string) error {
 	vel, err := decodeParams(path, ts, t.m.specs, func(n string) []string { return []string{velocityPrefix + n} })
 	if err != nil {
 		return err
-	}
-	if t.m.dtype != dtypes.Float32 {
-		return errors.New("model: load optimizer state: only float32 models")
 	}
 	t.mom, t.vel, t.step, t.acc = mom, vel, step, nil
 	return nil

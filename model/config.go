@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/hacrl/hacrl/internal/atomicfile"
 )
 
 // Config describes one transformer. The zero value of KVHeads, Hidden,
@@ -284,7 +285,10 @@ func (c Config) WriteJSON(path string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, data)
+	if err := atomicfile.WriteFile(path, data); err != nil {
+		return fmt.Errorf("model: write config: %w", err)
+	}
+	return nil
 }
 
 func (c Config) marshalHF() ([]byte, error) {
@@ -323,30 +327,4 @@ func (c Config) marshalHF() ([]byte, error) {
 		return nil, fmt.Errorf("model: encode config: %w", err)
 	}
 	return append(data, '\n'), nil
-}
-
-// writeFileAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path, so readers see the old file or the new one, never a
-// part.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("model: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("model: write %s: %w", path, err)
-	}
-	return nil
 }

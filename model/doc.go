@@ -71,6 +71,19 @@
 // sit beside them. Each file is written atomically; Load reports the file and
 // the tensor or field at fault.
 //
+// # Speed
+//
+// On GoMLX's Go backend (compute v0.1.3, GOEXPERIMENT=simd) the element-wise
+// Exp and Logistic ops run about 60× slower (≈1.6 µs instead of ≈20 ns per
+// element) when they follow a "small" matrix product (< 4M multiply-adds),
+// apparently a SIMD/scalar state-transition penalty left by that kernel. The
+// engine therefore never differentiates through Exp: attention softmax and
+// the log-sum-exp of the log-probs use the fused softmax forward and a
+// hand-written backward pass. SiLU (llama) still uses Logistic. Attention
+// keys are kept transposed so that q·kᵀ and p·v are plain batched matmuls;
+// the KV cache is written with an outer product (slot one-hot ⊗ new key)
+// added to the cache, not a broadcast select.
+//
 // # Concurrency
 //
 // Score and Generate may run concurrently with each other; a Trainer is used

@@ -129,7 +129,7 @@ func (n *net) attend(l int, q, kT, v *Node, at *attention) (out, keys, values *N
 	q = TransposeAllDims(MulScalar(q, 1/math.Sqrt(float64(Dh))), 0, 2, 1, 3) // [B,H,T,Dh]
 	q = Reshape(q, B*KVH, G*T, Dh)
 	scores := DotGeneral(q, []int{2}, []int{0}, Reshape(kT, B*KVH, Dh, S), []int{1}, []int{0}) // [B·KVH,G·T,S]
-	probs := Softmax(Add(scores, at.maskBias(KVH, G, q.DType())), -1)
+	probs := softmax(Add(scores, at.maskBias(KVH, G, q.DType())))
 	o := DotGeneral(probs, []int{2}, []int{0}, Reshape(v, B*KVH, S, Dh), []int{1}, []int{0}) // [B·KVH,G·T,Dh]
 	o = Transpose(Reshape(o, B, H, T, Dh), 1, 2)                                             // [B,T,H,Dh]
 	return Reshape(o, B, T, H*Dh), kT, v
@@ -222,4 +222,23 @@ func activate(name string, x *Node) *Node {
 	default: // "gelu", exact: x·Φ(x)
 		return activation.Gelu(x)
 	}
+}
+
+// softmax is Softmax over the last axis with its backward pass written out,
+// p ⊙ (v − Σ v⊙p), instead of differentiating GoMLX's decomposed softmax:
+// neither pass then evaluates the backend's scalar Exp, which the Go backend
+// runs up to 60× slower right after a small matrix product (see "Speed" in
+// the package doc).
+func softmax(x *Node) *Node {
+	p := StopGradient(Softmax(x, -1))
+	return Add(p, gradientOnly(x, func(v *Node) *Node {
+		return Mul(p, Sub(v, ReduceAndKeep(Mul(v, p), ReduceSum, -1)))
+	}))
+}
+
+// gradientOnly returns a node of value zero, shaped like x, through which
+// the adjoint v of the result reaches x as vjp(v).
+func gradientOnly(x *Node, vjp func(v *Node) *Node) *Node {
+	xi := IdentityWithCustomGradient(x, func(_, v *Node) *Node { return vjp(v) })
+	return Sub(xi, StopGradient(xi))
 }

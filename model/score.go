@@ -88,20 +88,24 @@ func fullSequence(n *net, tokens *Node) *Node {
 }
 
 // tokenLogProbs returns log softmax(logits)[target] [B,T] and, if asked, the
-// entropy −Σ p·log p [B,T] of each position's distribution.
+// entropy −Σ p·log p [B,T] of each position's distribution. The log-sum-exp
+// comes from the fused softmax, lse = max − log(max p), and its gradient, p,
+// is attached by hand, so no scalar Exp runs (see softmax).
 func tokenLogProbs(logits, targets *Node, withEntropy bool) (lp, ent *Node) {
 	g := logits.Graph()
 	B, T := targets.Shape().Dimensions[0], targets.Shape().Dimensions[1]
-	z := Sub(logits, StopGradient(ReduceAndKeep(logits, ReduceMax, -1)))
-	lse := Log(ReduceSum(Exp(z), -1)) // [B,T]
+	p := StopGradient(Softmax(logits, -1))
+	top := StopGradient(ReduceMax(logits, -1))
+	lse := Sub(top, Log(ReduceMax(p, -1))) // [B,T]
+	lse = Add(StopGradient(lse), ReduceSum(gradientOnly(logits, func(v *Node) *Node { return Mul(v, p) }), -1))
 	idx := Concatenate([]*Node{
 		Iota(g, shapes.Make(dtypes.Int32, B, T, 1), 0),
 		Iota(g, shapes.Make(dtypes.Int32, B, T, 1), 1),
 		ExpandAxes(targets, -1),
 	}, -1)
-	lp = Sub(Gather(z, idx), lse)
+	lp = Sub(Gather(logits, idx), lse)
 	if withEntropy {
-		ent = Sub(lse, ReduceSum(Mul(Softmax(logits, -1), z), -1))
+		ent = Sub(lse, ReduceSum(Mul(p, logits), -1))
 	}
 	return lp, ent
 }

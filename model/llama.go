@@ -6,7 +6,6 @@ import (
 
 	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
-	"github.com/gomlx/gomlx/ml/layers/activation"
 )
 
 // llamaBlock is one pre-norm Llama/Qwen2 block:
@@ -30,7 +29,7 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	x = Add(x, linear(att, n.p(a+"o_proj.weight"), n.optional(a+"o_proj.bias")))
 
 	h = rmsNorm(x, n.p(p+"post_attention_layernorm.weight"), c.NormEps)
-	gate := activation.Swish(linear(h, n.p(p+"mlp.gate_proj.weight"), nil))
+	gate := silu(linear(h, n.p(p+"mlp.gate_proj.weight"), nil))
 	h = Mul(gate, linear(h, n.p(p+"mlp.up_proj.weight"), nil))
 	return Add(x, linear(h, n.p(p+"mlp.down_proj.weight"), nil)), k, v
 }
@@ -73,4 +72,16 @@ func rotate(x, cos, sin *Node) *Node {
 	x1, x2 := Slice(x, AxisRange(), AxisRange(), AxisRange(), AxisRange(0, half)), Slice(x, AxisRange(), AxisRange(), AxisRange(), AxisRange(half))
 	rot := Concatenate([]*Node{Neg(x2), x1}, -1)
 	return Add(Mul(x, cos), Mul(rot, sin))
+}
+
+// silu is x·σ(x). σ comes from the fused softmax of the pair (x, 0) and the
+// derivative σ + x·σ·(1−σ) is attached by hand, so that neither pass runs
+// the backend's scalar Logistic or Exp (see "Speed" in the package doc).
+func silu(x *Node) *Node {
+	pair := Concatenate([]*Node{ExpandAxes(x, -1), ExpandAxes(ZerosLike(x), -1)}, -1)
+	sig := StopGradient(Squeeze(Slice(Softmax(pair, -1), AxisRange(), AxisRange(), AxisRange(), AxisRange(0, 1)), -1))
+	xs := StopGradient(x)
+	return Add(Mul(xs, sig), gradientOnly(x, func(v *Node) *Node {
+		return Mul(v, Add(sig, Mul(Mul(xs, sig), OneMinus(sig))))
+	}))
 }

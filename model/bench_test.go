@@ -15,8 +15,11 @@ var benchConfig = Config{Family: "gpt", Vocab: 32, Dim: 128, Layers: 4, Heads: 4
 
 const benchBatch, benchPrompt = 32, 4
 
-func benchModel(b *testing.B) *Model {
-	cfg := benchConfig
+// benchLlama is the same size in the llama family, with grouped-query
+// attention (2 key/value heads) and a SwiGLU width of 8/3·d.
+var benchLlama = Config{Family: "llama", Vocab: 32, Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, Hidden: 344, MaxSeq: 64, BOS: -1, EOS: -1}
+
+func benchModel(b *testing.B, cfg Config) *Model {
 	m, err := New(backend.Must(backend.Config(backend.Default)), cfg, 1)
 	if err != nil {
 		b.Fatal(err)
@@ -25,9 +28,12 @@ func benchModel(b *testing.B) *Model {
 }
 
 // BenchmarkTrainStep measures Accumulate + Apply on 32 sequences of 64 tokens.
-func BenchmarkTrainStep(b *testing.B) {
+func BenchmarkTrainStep(b *testing.B)      { benchTrainStep(b, benchConfig) }
+func BenchmarkTrainStepLlama(b *testing.B) { benchTrainStep(b, benchLlama) }
+
+func benchTrainStep(b *testing.B, cfg Config) {
 	ctx := context.Background()
-	m := benchModel(b)
+	m := benchModel(b, cfg)
 	tr, _ := NewTrainer(m, OptimizerConfig{LearningRate: 1e-3, MaxGradNorm: 1})
 	rng := rand.New(rand.NewPCG(1, 1))
 	var seqs []Sequence
@@ -54,9 +60,12 @@ func BenchmarkTrainStep(b *testing.B) {
 
 // BenchmarkSample measures generating 60 tokens after 4-token prompts for 32
 // sequences with the KV cache.
-func BenchmarkSample(b *testing.B) {
+func BenchmarkSample(b *testing.B)      { benchSample(b, benchConfig) }
+func BenchmarkSampleLlama(b *testing.B) { benchSample(b, benchLlama) }
+
+func benchSample(b *testing.B, cfg Config) {
 	ctx := context.Background()
-	m := benchModel(b)
+	m := benchModel(b, cfg)
 	rng := rand.New(rand.NewPCG(1, 1))
 	var prompts [][]int
 	for range benchBatch {
@@ -78,7 +87,7 @@ func BenchmarkSample(b *testing.B) {
 // BenchmarkScore measures scoring 32 sequences of 64 tokens.
 func BenchmarkScore(b *testing.B) {
 	ctx := context.Background()
-	m := benchModel(b)
+	m := benchModel(b, benchConfig)
 	rng := rand.New(rand.NewPCG(1, 1))
 	var seqs []Sequence
 	for range benchBatch {

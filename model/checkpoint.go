@@ -44,7 +44,11 @@ func (m *Model) Save(dir string) error {
 func (m *Model) named(values []*tensors.Tensor) map[string]safetensors.Tensor {
 	out := make(map[string]safetensors.Tensor, len(values))
 	for i, s := range m.specs {
-		out[s.name] = safetensors.FromFloat32(slices.Clone(s.shape), float32s(values[i]))
+		v := float32s(values[i])
+		if s.transposed {
+			v = transpose(v, s.shape[0], s.shape[1])
+		}
+		out[s.name] = safetensors.FromFloat32(s.fileShape(), v)
 	}
 	return out
 }
@@ -94,8 +98,8 @@ func decodeParams(path string, ts map[string]safetensors.Tensor, specs []paramSp
 		if !found {
 			return nil, fmt.Errorf("model: load %s: tensor %q is missing", path, aliases(s.name)[0])
 		}
-		if !slices.Equal(t.Shape, s.shape) {
-			return nil, fmt.Errorf("model: load %s: tensor %q has shape %v, want %v", path, aliases(s.name)[0], t.Shape, s.shape)
+		if !slices.Equal(t.Shape, s.fileShape()) {
+			return nil, fmt.Errorf("model: load %s: tensor %q has shape %v, want %v", path, aliases(s.name)[0], t.Shape, s.fileShape())
 		}
 		var v []float32
 		switch t.DType {
@@ -115,9 +119,23 @@ func decodeParams(path string, ts map[string]safetensors.Tensor, specs []paramSp
 		if err != nil {
 			return nil, fmt.Errorf("model: load %s: tensor %q: %w", path, aliases(s.name)[0], err)
 		}
+		if s.transposed {
+			v = transpose(v, s.shape[1], s.shape[0])
+		}
 		out[i] = tensors.FromFlatDataAndDimensions(v, s.shape...)
 	}
 	return out, nil
+}
+
+// transpose returns the row-major rows×cols matrix v transposed.
+func transpose(v []float32, rows, cols int) []float32 {
+	t := make([]float32, len(v))
+	for r := range rows {
+		for c := range cols {
+			t[c*rows+r] = v[r*cols+c]
+		}
+	}
+	return t
 }
 
 // Optimizer state file layout: "exp_avg.<param>" and "exp_avg_sq.<param>"

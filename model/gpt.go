@@ -22,19 +22,23 @@ func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	w, b := n.p(p+"attn.c_attn.weight"), n.p(p+"attn.c_attn.bias")
 	part := func(i int) *Node {
 		d := c.Dim
-		y := conv1D(h, Slice(w, AxisRange(), AxisRange(i*d, (i+1)*d)), Slice(b, AxisRange(i*d, (i+1)*d)))
+		y := linear(h, Slice(w, AxisRange(), AxisRange(i*d, (i+1)*d)), Slice(b, AxisRange(i*d, (i+1)*d)))
 		return splitHeads(y, c.Heads) // [B,T,H,Dh]
 	}
 	a, k, v := n.attend(l, part(0), keysTransposed(part(1)), headsFirst(part(2)), at)
-	x = Add(x, conv1D(a, n.p(p+"attn.c_proj.weight"), n.p(p+"attn.c_proj.bias")))
+	x = Add(x, linear(a, n.p(p+"attn.c_proj.weight"), n.p(p+"attn.c_proj.bias")))
 
 	h = layerNorm(x, n.p(p+"ln_2.weight"), n.p(p+"ln_2.bias"), c.NormEps)
-	h = activate(c.Activation, conv1D(h, n.p(p+"mlp.c_fc.weight"), n.p(p+"mlp.c_fc.bias")))
-	return Add(x, conv1D(h, n.p(p+"mlp.c_proj.weight"), n.p(p+"mlp.c_proj.bias"))), k, v
+	h = activate(c.Activation, linear(h, n.p(p+"mlp.c_fc.weight"), n.p(p+"mlp.c_fc.bias")))
+	return Add(x, linear(h, n.p(p+"mlp.c_proj.weight"), n.p(p+"mlp.c_proj.bias"))), k, v
 }
 
-// conv1D is GPT-2's linear layer: x [...,in] · w [in,out] + b [out].
-func conv1D(x, w, b *Node) *Node {
+// linear is x [...,in] · w [in,out] (+ b [out]): GPT-2's Conv1D, and
+// torch.nn.Linear with the weight held transposed.
+func linear(x, w, b *Node) *Node {
 	y := DotGeneral(x, []int{x.Rank() - 1}, nil, w, []int{0}, nil)
-	return Add(y, lastAxis(b, y))
+	if b != nil {
+		y = Add(y, lastAxis(b, y))
+	}
+	return y
 }

@@ -14,7 +14,8 @@ import (
 //	x = x + o_proj(attention(q, k, v))
 //	x = x + down_proj(silu(gate_proj(h)) ⊙ up_proj(h))      with h = post_attention_layernorm(x)
 //
-// The linear layers are torch.nn.Linear: weight [out,in], y = x·Wᵀ (+ b).
+// The linear layers are torch.nn.Linear: weight [out,in] in checkpoints, y =
+// x·Wᵀ (+ b); the model holds the weights transposed, so y = linear(x, W).
 func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	p := fmt.Sprintf("model.layers.%d.", l)
 	c := n.cfg
@@ -32,15 +33,6 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	gate := silu(linear(h, n.p(p+"mlp.gate_proj.weight"), nil))
 	h = Mul(gate, linear(h, n.p(p+"mlp.up_proj.weight"), nil))
 	return Add(x, linear(h, n.p(p+"mlp.down_proj.weight"), nil)), k, v
-}
-
-// linear is torch.nn.Linear: x [...,in] · w[out,in]ᵀ (+ b [out]).
-func linear(x, w, b *Node) *Node {
-	y := DotGeneral(x, []int{x.Rank() - 1}, nil, w, []int{1}, nil)
-	if b != nil {
-		y = Add(y, lastAxis(b, y))
-	}
-	return y
 }
 
 // rotary returns the cos and sin tables [B,T,1,Dh] of the queries' positions,

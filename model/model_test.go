@@ -275,10 +275,14 @@ func TestGroupedQueryAttention(t *testing.T) {
 	for i, s := range mha.specs {
 		v := src[s.name]
 		if strings.HasSuffix(s.name, "k_proj.weight") || strings.HasSuffix(s.name, "v_proj.weight") {
+			// Held as [in, KVH·Dh]; query head h reads key/value head h/group.
+			kvCols := gqa.cfg.KVHeads * dh
 			v = nil
-			for h := range cfg.Heads { // query head h reads key/value head h/group
-				kv := h / group
-				v = append(v, src[s.name][kv*dh*cfg.Dim:(kv+1)*dh*cfg.Dim]...)
+			for r := range cfg.Dim {
+				for h := range cfg.Heads {
+					kv := h / group
+					v = append(v, src[s.name][r*kvCols+kv*dh:r*kvCols+(kv+1)*dh]...)
+				}
 			}
 		}
 		mha.params[i] = tensorFrom(dtypes.Float32, v, s.shape)

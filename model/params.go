@@ -14,6 +14,17 @@ type paramSpec struct {
 	std   float64 // normal(0, std); 0 means constant fill
 	fill  float64 // constant value when std == 0 (1 for norm gains, 0 for biases)
 	decay bool    // weight decay applies (matrices and embeddings, not biases or norm gains)
+	// transposed marks a torch.nn.Linear weight: [out,in] in files, held as
+	// [in,out] (shape) in memory so that x·W is a plain matmul on the backend.
+	transposed bool
+}
+
+// fileShape is the shape of the parameter in a checkpoint.
+func (p paramSpec) fileShape() []int {
+	if p.transposed {
+		return []int{p.shape[1], p.shape[0]}
+	}
+	return p.shape
 }
 
 func (p paramSpec) size() int {
@@ -31,6 +42,9 @@ func (c Config) paramSpecs() []paramSpec {
 	resid := std / math.Sqrt(2*float64(c.Layers)) // GPT-2's scaled init of residual projections
 	matrix := func(name string, std float64, shape ...int) paramSpec {
 		return paramSpec{name: name, shape: shape, std: std, decay: true}
+	}
+	linear := func(name string, std float64, out, in int) paramSpec { // torch.nn.Linear weight [out,in]
+		return paramSpec{name: name, shape: []int{in, out}, std: std, decay: true, transposed: true}
 	}
 	vector := func(name string, fill float64, n int) paramSpec {
 		return paramSpec{name: name, shape: []int{n}, fill: fill}
@@ -57,21 +71,21 @@ func (c Config) paramSpecs() []paramSpec {
 		for l := range c.Layers {
 			p := fmt.Sprintf("model.layers.%d.", l)
 			ps = append(ps, vector(p+"input_layernorm.weight", 1, d),
-				matrix(p+"self_attn.q_proj.weight", std, q, d),
-				matrix(p+"self_attn.k_proj.weight", std, kv, d),
-				matrix(p+"self_attn.v_proj.weight", std, kv, d))
+				linear(p+"self_attn.q_proj.weight", std, q, d),
+				linear(p+"self_attn.k_proj.weight", std, kv, d),
+				linear(p+"self_attn.v_proj.weight", std, kv, d))
 			if c.AttentionBias {
 				ps = append(ps, vector(p+"self_attn.q_proj.bias", 0, q),
 					vector(p+"self_attn.k_proj.bias", 0, kv), vector(p+"self_attn.v_proj.bias", 0, kv))
 			}
-			ps = append(ps, matrix(p+"self_attn.o_proj.weight", resid, d, q))
+			ps = append(ps, linear(p+"self_attn.o_proj.weight", resid, d, q))
 			if c.outputBias() {
 				ps = append(ps, vector(p+"self_attn.o_proj.bias", 0, d))
 			}
 			ps = append(ps, vector(p+"post_attention_layernorm.weight", 1, d),
-				matrix(p+"mlp.gate_proj.weight", std, hid, d),
-				matrix(p+"mlp.up_proj.weight", std, hid, d),
-				matrix(p+"mlp.down_proj.weight", resid, d, hid))
+				linear(p+"mlp.gate_proj.weight", std, hid, d),
+				linear(p+"mlp.up_proj.weight", std, hid, d),
+				linear(p+"mlp.down_proj.weight", resid, d, hid))
 		}
 		ps = append(ps, vector("model.norm.weight", 1, d))
 	}

@@ -810,3 +810,38 @@ func TestBucketsBoundCompiledShapes(t *testing.T) {
 		t.Errorf("%d length buckets up to 4096", len(seen))
 	}
 }
+
+// A clone keeps the weights it was made with while the original trains.
+func TestCloneIsIndependent(t *testing.T) {
+	ctx := context.Background()
+	m := newTiny(t, "llama-gqa", 17)
+	tr, _ := NewTrainer(m, OptimizerConfig{LearningRate: 1e-2})
+	seqs := []Sequence{{Prompt: []int{1, 2}, Response: []int{3, 4, 5}}}
+	w := [][]float32{{-1, -1, -1}}
+	step := func() {
+		if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Apply(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	step() // the clone is taken from parameters the backend produced
+	before, _ := m.Score(ctx, seqs, false)
+	ref, err := m.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	step()
+	after, _ := m.Score(ctx, seqs, false)
+	frozen, _ := ref.Score(ctx, seqs, false)
+	if !slices.Equal(frozen.LogProbs[0], before.LogProbs[0]) {
+		t.Errorf("clone scores %v, original before training %v", frozen.LogProbs[0], before.LogProbs[0])
+	}
+	if slices.Equal(after.LogProbs[0], before.LogProbs[0]) {
+		t.Error("training did not change the original")
+	}
+	if ref.NumParams() != m.NumParams() || ref.Config() != m.Config() {
+		t.Error("clone differs in shape")
+	}
+}

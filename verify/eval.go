@@ -40,11 +40,7 @@ func exact(n *node, c *checker) (r *big.Rat, ok bool) {
 		}
 		return new(big.Rat).Quo(a, big.NewRat(100, 1)), true
 	case opAdd, opSub, opMul, opDiv:
-		a, ok := exact(n.kids[0], c)
-		if !ok {
-			return nil, false
-		}
-		b, ok := exact(n.kids[1], c)
+		a, b, ok := exactPair(n, c)
 		if !ok {
 			return nil, false
 		}
@@ -67,11 +63,7 @@ func exact(n *node, c *checker) (r *big.Rat, ok bool) {
 		}
 		return r, small(r)
 	case opPow:
-		a, ok := exact(n.kids[0], c)
-		if !ok {
-			return nil, false
-		}
-		b, ok := exact(n.kids[1], c)
+		a, b, ok := exactPair(n, c)
 		if !ok {
 			return nil, false
 		}
@@ -94,9 +86,8 @@ func exact(n *node, c *checker) (r *big.Rat, ok bool) {
 		f := new(big.Int).MulRange(1, a.Num().Int64())
 		return new(big.Rat).SetInt(f), true
 	case opBinom:
-		a, ok1 := exact(n.kids[0], c)
-		b, ok2 := exact(n.kids[1], c)
-		if !ok1 || !ok2 || !a.IsInt() || !b.IsInt() || a.Sign() < 0 || b.Sign() < 0 ||
+		a, b, ok := exactPair(n, c)
+		if !ok || !a.IsInt() || !b.IsInt() || a.Sign() < 0 || b.Sign() < 0 ||
 			a.Num().Cmp(big.NewInt(maxBinomN)) > 0 || a.Cmp(b) < 0 {
 			return nil, false
 		}
@@ -119,6 +110,17 @@ func exact(n *node, c *checker) (r *big.Rat, ok bool) {
 		}
 	}
 	return nil, false
+}
+
+// exactPair evaluates the two children of a binary node exactly.
+func exactPair(n *node, c *checker) (a, b *big.Rat, ok bool) {
+	if a, ok = exact(n.kids[0], c); !ok {
+		return nil, nil, false
+	}
+	if b, ok = exact(n.kids[1], c); !ok {
+		return nil, nil, false
+	}
+	return a, b, true
 }
 
 func small(r *big.Rat) bool {
@@ -363,46 +365,34 @@ func cpow(a, b complex128) complex128 {
 	return cmplx.Pow(a, b)
 }
 
+// complexFuncs are the named functions, on the principal branch.
+var complexFuncs = map[string]func(complex128) complex128{
+	"sin": cmplx.Sin, "cos": cmplx.Cos, "tan": cmplx.Tan,
+	"sec":  func(x complex128) complex128 { return 1 / cmplx.Cos(x) },
+	"csc":  func(x complex128) complex128 { return 1 / cmplx.Sin(x) },
+	"cot":  func(x complex128) complex128 { return cmplx.Cos(x) / cmplx.Sin(x) },
+	"asin": cmplx.Asin, "acos": cmplx.Acos, "atan": cmplx.Atan,
+	"sinh": cmplx.Sinh, "cosh": cmplx.Cosh, "tanh": cmplx.Tanh,
+	"exp": cmplx.Exp, "ln": cmplx.Log, "log": cmplx.Log,
+	"abs":   func(x complex128) complex128 { return complex(cmplx.Abs(x), 0) },
+	"floor": realOnly(math.Floor),
+	"ceil":  realOnly(math.Ceil),
+}
+
+// realOnly lifts a real function to complex arguments, undefined off the
+// real line.
+func realOnly(f func(float64) float64) func(complex128) complex128 {
+	return func(x complex128) complex128 {
+		if imag(x) != 0 {
+			return cmplx.NaN()
+		}
+		return complex(f(real(x)), 0)
+	}
+}
+
 func applyFunc(name string, x complex128) complex128 {
-	switch name {
-	case "sin":
-		return cmplx.Sin(x)
-	case "cos":
-		return cmplx.Cos(x)
-	case "tan":
-		return cmplx.Tan(x)
-	case "sec":
-		return 1 / cmplx.Cos(x)
-	case "csc":
-		return 1 / cmplx.Sin(x)
-	case "cot":
-		return cmplx.Cos(x) / cmplx.Sin(x)
-	case "asin":
-		return cmplx.Asin(x)
-	case "acos":
-		return cmplx.Acos(x)
-	case "atan":
-		return cmplx.Atan(x)
-	case "sinh":
-		return cmplx.Sinh(x)
-	case "cosh":
-		return cmplx.Cosh(x)
-	case "tanh":
-		return cmplx.Tanh(x)
-	case "exp":
-		return cmplx.Exp(x)
-	case "ln", "log":
-		return cmplx.Log(x)
-	case "abs":
-		return complex(cmplx.Abs(x), 0)
-	case "floor":
-		if imag(x) == 0 {
-			return complex(math.Floor(real(x)), 0)
-		}
-	case "ceil":
-		if imag(x) == 0 {
-			return complex(math.Ceil(real(x)), 0)
-		}
+	if f, ok := complexFuncs[name]; ok {
+		return f(x)
 	}
 	return cmplx.NaN()
 }

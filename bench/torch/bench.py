@@ -36,13 +36,13 @@ def parse_args(argv):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="run the self-check instead of the benchmark")
     args = p.parse_args(argv)
-    args.sample_batch = args.sample_batch or args.batch
-    args.sample_tokens = args.sample_tokens or args.seq - 1
-    for name in ("seq", "batch", "steps", "threads", "sample_batch", "sample_tokens"):
-        if getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')}: want >= 1, got {getattr(args, name)}")
     if args.seq < 2:
         p.error(f"--seq: want >= 2 for next-token prediction, got {args.seq}")
+    args.sample_batch = args.sample_batch or args.batch
+    args.sample_tokens = args.sample_tokens or args.seq - 1
+    for name in ("batch", "steps", "threads", "sample_batch", "sample_tokens"):
+        if getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')}: want >= 1, got {getattr(args, name)}")
     if args.warmup < 0:
         p.error(f"--warmup: want >= 0, got {args.warmup}")
     return args

@@ -77,12 +77,17 @@
 // Exp and Logistic ops run about 60× slower (≈1.6 µs instead of ≈20 ns per
 // element) when they follow a "small" matrix product (< 4M multiply-adds),
 // apparently a SIMD/scalar state-transition penalty left by that kernel. The
-// engine therefore never differentiates through Exp: attention softmax and
-// the log-sum-exp of the log-probs use the fused softmax forward and a
-// hand-written backward pass. SiLU (llama) still uses Logistic. Attention
-// keys are kept transposed so that q·kᵀ and p·v are plain batched matmuls;
-// the KV cache is written with an outer product (slot one-hot ⊗ new key)
-// added to the cache, not a broadcast select.
+// engine therefore avoids those ops where it can: attention softmax, the
+// log-sum-exp of the log-probs and SiLU use the fused softmax forward and a
+// hand-written backward pass (exact GELU's backward still evaluates Exp).
+// Matrix products are laid out for the backend's fast path (one batch axis,
+// rhs contracted on its first non-batch axis): Llama's nn.Linear weights are
+// held transposed in memory ([in,out]; checkpoints keep [out,in]), attention
+// keys are kept transposed ([B,KVH,Dh,S]), and the KV cache is written by
+// adding an outer product (slot one-hot ⊗ new key), not a broadcast select.
+// The backward passes of the attention products still use the backend's
+// slower "transposed" small-matrix kernel; that and the generic transposes
+// are most of a training step's time.
 //
 // # Concurrency
 //

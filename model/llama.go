@@ -30,7 +30,7 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	x = Add(x, linear(att, n.p(a+"o_proj.weight"), n.optional(a+"o_proj.bias")))
 
 	h = rmsNorm(x, n.p(p+"post_attention_layernorm.weight"), c.NormEps)
-	gate := silu(linear(h, n.p(p+"mlp.gate_proj.weight"), nil))
+	gate := n.silu(linear(h, n.p(p+"mlp.gate_proj.weight"), nil))
 	h = Mul(gate, linear(h, n.p(p+"mlp.up_proj.weight"), nil))
 	return Add(x, linear(h, n.p(p+"mlp.down_proj.weight"), nil)), k, v
 }
@@ -69,11 +69,11 @@ func rotate(x, cos, sin *Node) *Node {
 // silu is x·σ(x). σ comes from the fused softmax of the pair (x, 0) and the
 // derivative σ + x·σ·(1−σ) is attached by hand, so that neither pass runs
 // the backend's scalar Logistic or Exp (see "Speed" in the package doc).
-func silu(x *Node) *Node {
+func (n *net) silu(x *Node) *Node {
 	pair := Concatenate([]*Node{ExpandAxes(x, -1), ExpandAxes(ZerosLike(x), -1)}, -1)
 	sig := StopGradient(Squeeze(Slice(Softmax(pair, -1), AxisRange(), AxisRange(), AxisRange(), AxisRange(0, 1)), -1))
 	xs := StopGradient(x)
-	return Add(Mul(xs, sig), gradientOnly(x, func(v *Node) *Node {
+	return n.withGradient(Mul(xs, sig), x, func(v *Node) *Node {
 		return Mul(v, Add(sig, Mul(Mul(xs, sig), OneMinus(sig))))
-	}))
+	})
 }

@@ -16,6 +16,7 @@ type net struct {
 	cfg    Config
 	params []*Node // in paramSpecs order
 	w      map[string]*Node
+	train  bool // the graph takes gradients: wire the hand-written backward passes
 }
 
 func newNet(cfg Config, specs []paramSpec, params []*Node) *net {
@@ -129,7 +130,7 @@ func (n *net) attend(l int, q, kT, v *Node, at *attention) (out, keys, values *N
 	q = TransposeAllDims(MulScalar(q, 1/math.Sqrt(float64(Dh))), 0, 2, 1, 3) // [B,H,T,Dh]
 	q = Reshape(q, B*KVH, G*T, Dh)
 	scores := DotGeneral(q, []int{2}, []int{0}, Reshape(kT, B*KVH, Dh, S), []int{1}, []int{0}) // [B·KVH,G·T,S]
-	probs := softmax(Add(scores, at.maskBias(KVH, G, q.DType())))
+	probs := n.softmax(Add(scores, at.maskBias(KVH, G, q.DType())))
 	o := DotGeneral(probs, []int{2}, []int{0}, Reshape(v, B*KVH, S, Dh), []int{1}, []int{0}) // [B·KVH,G·T,Dh]
 	o = Transpose(Reshape(o, B, H, T, Dh), 1, 2)                                             // [B,T,H,Dh]
 	return Reshape(o, B, T, H*Dh), kT, v
@@ -229,16 +230,24 @@ func activate(name string, x *Node) *Node {
 // neither pass then evaluates the backend's scalar Exp, which the Go backend
 // runs up to 60× slower right after a small matrix product (see "Speed" in
 // the package doc).
-func softmax(x *Node) *Node {
+func (n *net) softmax(x *Node) *Node {
 	p := StopGradient(Softmax(x, -1))
-	return Add(p, gradientOnly(x, func(v *Node) *Node {
+	return n.withGradient(p, x, func(v *Node) *Node {
 		return Mul(p, Sub(v, ReduceAndKeep(Mul(v, p), ReduceSum, -1)))
-	}))
+	})
 }
 
-// gradientOnly returns a node of value zero, shaped like x, through which
-// the adjoint v of the result reaches x as vjp(v).
-func gradientOnly(x *Node, vjp func(v *Node) *Node) *Node {
+// withGradient returns value, through which, in a training graph, the
+// adjoint v of a node shaped like x reaches x as vjp(v). value must not
+// depend on x through any differentiable path of its own.
+func (n *net) withGradient(value, x *Node, vjp func(v *Node) *Node) *Node {
+	if !n.train {
+		return value
+	}
 	xi := IdentityWithCustomGradient(x, func(_, v *Node) *Node { return vjp(v) })
-	return Sub(xi, StopGradient(xi))
+	zero := Sub(xi, StopGradient(xi)) // value 0, shaped like x
+	if !zero.Shape().Equal(value.Shape()) {
+		zero = ReduceSum(zero, -1) // the log-sum-exp case: value is x reduced over its last axis
+	}
+	return Add(value, zero)
 }

@@ -49,7 +49,7 @@ func (m *Model) score(ctx context.Context, seqs []Sequence, withEntropy bool) (l
 	e := m.exec(name, func(n *net, in []*Node) []*Node {
 		tokens, targets := in[0], in[1]
 		logits := n.head(fullSequence(n, tokens))
-		lp, ent := tokenLogProbs(logits, targets, withEntropy)
+		lp, ent := n.tokenLogProbs(logits, targets, withEntropy)
 		if withEntropy {
 			return []*Node{lp, ent}
 		}
@@ -91,13 +91,13 @@ func fullSequence(n *net, tokens *Node) *Node {
 // entropy −Σ p·log p [B,T] of each position's distribution. The log-sum-exp
 // comes from the fused softmax, lse = max − log(max p), and its gradient, p,
 // is attached by hand, so no scalar Exp runs (see softmax).
-func tokenLogProbs(logits, targets *Node, withEntropy bool) (lp, ent *Node) {
+func (n *net) tokenLogProbs(logits, targets *Node, withEntropy bool) (lp, ent *Node) {
 	g := logits.Graph()
 	B, T := targets.Shape().Dimensions[0], targets.Shape().Dimensions[1]
 	p := StopGradient(Softmax(logits, -1))
 	top := StopGradient(ReduceMax(logits, -1))
 	lse := Sub(top, Log(ReduceMax(p, -1))) // [B,T]
-	lse = Add(StopGradient(lse), ReduceSum(gradientOnly(logits, func(v *Node) *Node { return Mul(v, p) }), -1))
+	lse = n.withGradient(StopGradient(lse), logits, func(v *Node) *Node { return Mul(v, p) })
 	idx := Concatenate([]*Node{
 		Iota(g, shapes.Make(dtypes.Int32, B, T, 1), 0),
 		Iota(g, shapes.Make(dtypes.Int32, B, T, 1), 1),

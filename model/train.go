@@ -140,7 +140,8 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 // surrogateGrads returns the gradients of Σ weights·lp with respect to every
 // parameter, and lp [B,T].
 func surrogateGrads(n *net, tokens, targets, weights *Node) (grads []*Node, lp *Node) {
-	lp, _ = tokenLogProbs(n.head(fullSequence(n, tokens)), targets, false)
+	n.train = true
+	lp, _ = n.tokenLogProbs(n.head(fullSequence(n, tokens)), targets, false)
 	surrogate := ReduceAllSum(Mul(ConvertDType(weights, lp.DType()), lp))
 	return Gradient(surrogate, n.params...), lp
 }

@@ -30,153 +30,153 @@ import (
 
 // Config is a whole run.
 type Config struct {
-	Name        string     `yaml:"name"`
-	Seed        int64      `yaml:"seed"`
-	Out         string     `yaml:"out"`
-	Steps       int        `yaml:"steps"`
-	Method      Method     `yaml:"method"`
-	Task        *Task      `yaml:"task"`
-	Dataset     *Dataset   `yaml:"dataset"`
-	Batch       Batch      `yaml:"batch"`
-	Agents      []Agent    `yaml:"agents"`
-	Eval        Eval       `yaml:"eval"`
-	Checkpoint  Checkpoint `yaml:"checkpoint"`
-	OnNonFinite string     `yaml:"on_non_finite"` // "skip" (default): drop the mini-batch; "stop": end the run
-	Backend     string     `yaml:"backend"`       // GoMLX backend config; default "go:parallelism=-1"
+	Name        string     `yaml:"name" json:"name,omitempty"`
+	Seed        int64      `yaml:"seed" json:"seed,omitempty"`
+	Out         string     `yaml:"out" json:"out,omitempty"`
+	Steps       int        `yaml:"steps" json:"steps,omitempty"`
+	Method      Method     `yaml:"method" json:"method,omitempty"`
+	Task        *Task      `yaml:"task" json:"task,omitempty"`
+	Dataset     *Dataset   `yaml:"dataset" json:"dataset,omitempty"`
+	Batch       Batch      `yaml:"batch" json:"batch,omitempty"`
+	Agents      []Agent    `yaml:"agents" json:"agents,omitempty"`
+	Eval        Eval       `yaml:"eval" json:"eval,omitempty"`
+	Checkpoint  Checkpoint `yaml:"checkpoint" json:"checkpoint,omitempty"`
+	OnNonFinite string     `yaml:"on_non_finite" json:"on_non_finite,omitempty"` // "skip" (default): drop the mini-batch; "stop": end the run
+	Backend     string     `yaml:"backend" json:"backend,omitempty"`             // GoMLX backend config; default "go:parallelism=-1"
 }
 
 // Method selects the algorithm preset and overrides its hyperparameters.
 // Unset fields keep the preset's values (../shared/docs/hacpo-paper.md §4.3).
 type Method struct {
-	Name         string   `yaml:"name"` // hacpo, gspo, gspo2x, grpo, naive, no-adv, no-omega, no-stepwise, no-cross-clip
-	Alpha        *float64 `yaml:"alpha"`
-	Delta        *float64 `yaml:"delta"`      // cross clip lower bound is 1 − delta
-	DeltaStep    *float64 `yaml:"delta_step"` // per-update tightening of the cross lower bound
-	ClipLow      *float64 `yaml:"clip_low"`
-	ClipHigh     *float64 `yaml:"clip_high"`
-	KLCoef       *float64 `yaml:"kl_coef"`
-	Window       *int     `yaml:"window"`        // capability window K
-	WarmupSteps  *int     `yaml:"warmup_steps"`  // steps with ω forced to 1
-	Capability   string   `yaml:"capability"`    // "accuracy" (fraction of rewards > 0) or "mean_reward"
-	NormalizeStd *bool    `yaml:"normalize_std"` // divide advantages by the joint std
-	OmegaMin     *float64 `yaml:"omega_min"`
-	OmegaMax     *float64 `yaml:"omega_max"`
+	Name         string   `yaml:"name" json:"name,omitempty"` // hacpo, gspo, gspo2x, grpo, naive, no-adv, no-omega, no-stepwise, no-cross-clip
+	Alpha        *float64 `yaml:"alpha" json:"alpha,omitempty"`
+	Delta        *float64 `yaml:"delta" json:"delta,omitempty"`           // cross clip lower bound is 1 − delta
+	DeltaStep    *float64 `yaml:"delta_step" json:"delta_step,omitempty"` // per-update tightening of the cross lower bound
+	ClipLow      *float64 `yaml:"clip_low" json:"clip_low,omitempty"`
+	ClipHigh     *float64 `yaml:"clip_high" json:"clip_high,omitempty"`
+	KLCoef       *float64 `yaml:"kl_coef" json:"kl_coef,omitempty"`
+	Window       *int     `yaml:"window" json:"window,omitempty"`               // capability window K
+	WarmupSteps  *int     `yaml:"warmup_steps" json:"warmup_steps,omitempty"`   // steps with ω forced to 1
+	Capability   string   `yaml:"capability" json:"capability,omitempty"`       // "accuracy" (fraction of rewards > 0) or "mean_reward"
+	NormalizeStd *bool    `yaml:"normalize_std" json:"normalize_std,omitempty"` // divide advantages by the joint std
+	OmegaMin     *float64 `yaml:"omega_min" json:"omega_min,omitempty"`
+	OmegaMax     *float64 `yaml:"omega_max" json:"omega_max,omitempty"`
 }
 
 // Task names a generated task and its options; zero options take the task's
 // defaults, and the task itself checks their ranges.
 type Task struct {
-	Name         string  `yaml:"name"` // arith or countdown
-	Seed         uint64  `yaml:"seed"` // selects the problems; independent of the run's seed so every seed sees the same test set
-	FormatWeight float64 `yaml:"format_weight"`
+	Name         string  `yaml:"name" json:"name,omitempty"` // arith or countdown
+	Seed         uint64  `yaml:"seed" json:"seed,omitempty"` // selects the problems; independent of the run's seed so every seed sees the same test set
+	FormatWeight float64 `yaml:"format_weight" json:"format_weight,omitempty"`
 	// arith
-	Digits    int    `yaml:"digits"`
-	Ops       int    `yaml:"ops"`
-	Operators string `yaml:"operators"`
-	MulDigits int    `yaml:"mul_digits"`
+	Digits    int    `yaml:"digits" json:"digits,omitempty"`
+	Ops       int    `yaml:"ops" json:"ops,omitempty"`
+	Operators string `yaml:"operators" json:"operators,omitempty"`
+	MulDigits int    `yaml:"mul_digits" json:"mul_digits,omitempty"`
 	// countdown
-	Numbers   int  `yaml:"numbers"`
-	MaxNumber int  `yaml:"max_number"`
-	MaxTarget int  `yaml:"max_target"`
-	Fractions bool `yaml:"fractions"`
+	Numbers   int  `yaml:"numbers" json:"numbers,omitempty"`
+	MaxNumber int  `yaml:"max_number" json:"max_number,omitempty"`
+	MaxTarget int  `yaml:"max_target" json:"max_target,omitempty"`
+	Fractions bool `yaml:"fractions" json:"fractions,omitempty"`
 }
 
 // Dataset is a training prompt set read from a JSONL or Parquet file (by its
 // extension; verl's parquet layout is understood). Answers are checked with
 // the math verifier.
 type Dataset struct {
-	Path          string `yaml:"path"`
-	QuestionField string `yaml:"question_field"` // dotted path; "a|b" takes the first present
-	AnswerField   string `yaml:"answer_field"`
-	SolutionField string `yaml:"solution_field"` // worked solutions, for SFT
-	IDField       string `yaml:"id_field"`
-	PromptSuffix  string `yaml:"prompt_suffix"` // appended to every question (e.g. the paper's \boxed{} instruction)
+	Path          string `yaml:"path" json:"path,omitempty"`
+	QuestionField string `yaml:"question_field" json:"question_field,omitempty"` // dotted path; "a|b" takes the first present
+	AnswerField   string `yaml:"answer_field" json:"answer_field,omitempty"`
+	SolutionField string `yaml:"solution_field" json:"solution_field,omitempty"` // worked solutions, for SFT
+	IDField       string `yaml:"id_field" json:"id_field,omitempty"`
+	PromptSuffix  string `yaml:"prompt_suffix" json:"prompt_suffix,omitempty"` // appended to every question (e.g. the paper's \boxed{} instruction)
 }
 
 // Batch holds the four batch sizes (see the package doc).
 type Batch struct {
-	PromptsPerStep     int `yaml:"prompts_per_step"`
-	ResponsesPerPrompt int `yaml:"responses_per_prompt"`
-	MiniBatch          int `yaml:"mini_batch"`
-	MicroBatch         int `yaml:"micro_batch"`
+	PromptsPerStep     int `yaml:"prompts_per_step" json:"prompts_per_step,omitempty"`
+	ResponsesPerPrompt int `yaml:"responses_per_prompt" json:"responses_per_prompt,omitempty"`
+	MiniBatch          int `yaml:"mini_batch" json:"mini_batch,omitempty"`
+	MicroBatch         int `yaml:"micro_batch" json:"micro_batch,omitempty"`
 }
 
 // Agent is one participant: a model (new or from a checkpoint), its tokenizer
 // and prompt template, its optimizer and its sampling settings.
 type Agent struct {
-	Name       string    `yaml:"name"`
-	Checkpoint string    `yaml:"checkpoint"` // directory with config.json, model.safetensors, tokenizer.json
-	Model      *NewModel `yaml:"model"`      // a new model instead of a checkpoint
-	Tokenizer  string    `yaml:"tokenizer"`  // tokenizer.json; defaults to the checkpoint's
-	Template   Template  `yaml:"template"`
-	Optimizer  Optimizer `yaml:"optimizer"`
-	Sampling   Sampling  `yaml:"sampling"`
+	Name       string    `yaml:"name" json:"name,omitempty"`
+	Checkpoint string    `yaml:"checkpoint" json:"checkpoint,omitempty"` // directory with config.json, model.safetensors, tokenizer.json
+	Model      *NewModel `yaml:"model" json:"model,omitempty"`           // a new model instead of a checkpoint
+	Tokenizer  string    `yaml:"tokenizer" json:"tokenizer,omitempty"`   // tokenizer.json; defaults to the checkpoint's
+	Template   Template  `yaml:"template" json:"template,omitempty"`
+	Optimizer  Optimizer `yaml:"optimizer" json:"optimizer,omitempty"`
+	Sampling   Sampling  `yaml:"sampling" json:"sampling,omitempty"`
 }
 
 // NewModel describes a freshly initialised model.
 type NewModel struct {
-	Family        string `yaml:"family"` // gpt or llama
-	Dim           int    `yaml:"dim"`
-	Layers        int    `yaml:"layers"`
-	Heads         int    `yaml:"heads"`
-	KVHeads       int    `yaml:"kv_heads"`
-	Hidden        int    `yaml:"hidden"`
-	MaxSeq        int    `yaml:"max_seq"`
-	Activation    string `yaml:"activation"`
-	TieEmbeddings bool   `yaml:"tie_embeddings"`
-	Seed          int64  `yaml:"seed"`
+	Family        string `yaml:"family" json:"family,omitempty"` // gpt or llama
+	Dim           int    `yaml:"dim" json:"dim,omitempty"`
+	Layers        int    `yaml:"layers" json:"layers,omitempty"`
+	Heads         int    `yaml:"heads" json:"heads,omitempty"`
+	KVHeads       int    `yaml:"kv_heads" json:"kv_heads,omitempty"`
+	Hidden        int    `yaml:"hidden" json:"hidden,omitempty"`
+	MaxSeq        int    `yaml:"max_seq" json:"max_seq,omitempty"`
+	Activation    string `yaml:"activation" json:"activation,omitempty"`
+	TieEmbeddings bool   `yaml:"tie_embeddings" json:"tie_embeddings,omitempty"`
+	Seed          int64  `yaml:"seed" json:"seed,omitempty"`
 }
 
 // Template is the prompt template: "plain" or "chat".
 type Template struct {
-	Kind   string `yaml:"kind"`
-	System string `yaml:"system"`
+	Kind   string `yaml:"kind" json:"kind,omitempty"`
+	System string `yaml:"system" json:"system,omitempty"`
 }
 
 // Optimizer is AdamW with a learning-rate schedule.
 type Optimizer struct {
-	LR          float64  `yaml:"lr"`
-	WeightDecay *float64 `yaml:"weight_decay"`
-	Beta1       float64  `yaml:"beta1"`
-	Beta2       float64  `yaml:"beta2"`
-	Epsilon     float64  `yaml:"epsilon"`
-	MaxGradNorm float64  `yaml:"max_grad_norm"`
-	Schedule    string   `yaml:"schedule"` // constant, linear, cosine
-	WarmupSteps int      `yaml:"warmup_steps"`
-	MinLRRatio  float64  `yaml:"min_lr_ratio"`
+	LR          float64  `yaml:"lr" json:"lr,omitempty"`
+	WeightDecay *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
+	Beta1       float64  `yaml:"beta1" json:"beta1,omitempty"`
+	Beta2       float64  `yaml:"beta2" json:"beta2,omitempty"`
+	Epsilon     float64  `yaml:"epsilon" json:"epsilon,omitempty"`
+	MaxGradNorm float64  `yaml:"max_grad_norm" json:"max_grad_norm,omitempty"`
+	Schedule    string   `yaml:"schedule" json:"schedule,omitempty"` // constant, linear, cosine
+	WarmupSteps int      `yaml:"warmup_steps" json:"warmup_steps,omitempty"`
+	MinLRRatio  float64  `yaml:"min_lr_ratio" json:"min_lr_ratio,omitempty"`
 }
 
 // Sampling are the rollout sampling settings.
 type Sampling struct {
-	Temperature  float64 `yaml:"temperature"`
-	TopP         float64 `yaml:"top_p"`
-	TopK         int     `yaml:"top_k"`
-	MaxNewTokens int     `yaml:"max_new_tokens"`
+	Temperature  float64 `yaml:"temperature" json:"temperature,omitempty"`
+	TopP         float64 `yaml:"top_p" json:"top_p,omitempty"`
+	TopK         int     `yaml:"top_k" json:"top_k,omitempty"`
+	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens,omitempty"`
 }
 
 // Eval is the evaluation schedule.
 type Eval struct {
-	Every   int       `yaml:"every"`    // steps between evaluations; 0 = only at start and end
-	AtStart *bool     `yaml:"at_start"` // evaluate the initial agents (default true)
-	Sets    []EvalSet `yaml:"sets"`
+	Every   int       `yaml:"every" json:"every,omitempty"`       // steps between evaluations; 0 = only at start and end
+	AtStart *bool     `yaml:"at_start" json:"at_start,omitempty"` // evaluate the initial agents (default true)
+	Sets    []EvalSet `yaml:"sets" json:"sets,omitempty"`
 }
 
 // EvalSet is one evaluation set and protocol.
 type EvalSet struct {
-	Name         string  `yaml:"name"`
-	Split        string  `yaml:"split"`     // task split, default "test"
-	Benchmark    string  `yaml:"benchmark"` // or a shared math benchmark
-	Dataset      string  `yaml:"dataset"`   // or a JSONL/Parquet file
-	Problems     int     `yaml:"problems"`  // how many problems (0 = all for datasets; required for generated tasks)
-	Samples      int     `yaml:"samples"`   // k for avg@k / pass@k / maj@k; 0 = greedy only
-	Temperature  float64 `yaml:"temperature"`
-	MaxNewTokens int     `yaml:"max_new_tokens"`
+	Name         string  `yaml:"name" json:"name,omitempty"`
+	Split        string  `yaml:"split" json:"split,omitempty"`         // task split, default "test"
+	Benchmark    string  `yaml:"benchmark" json:"benchmark,omitempty"` // or a shared math benchmark
+	Dataset      string  `yaml:"dataset" json:"dataset,omitempty"`     // or a JSONL/Parquet file
+	Problems     int     `yaml:"problems" json:"problems,omitempty"`   // how many problems (0 = all for datasets; required for generated tasks)
+	Samples      int     `yaml:"samples" json:"samples,omitempty"`     // k for avg@k / pass@k / maj@k; 0 = greedy only
+	Temperature  float64 `yaml:"temperature" json:"temperature,omitempty"`
+	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens,omitempty"`
 }
 
 // Checkpoint is the checkpoint schedule.
 type Checkpoint struct {
-	Every int `yaml:"every"` // steps between checkpoints; the last step is always saved
-	Keep  int `yaml:"keep"`  // how many step checkpoints to keep (default 2)
+	Every int `yaml:"every" json:"every,omitempty"` // steps between checkpoints; the last step is always saved
+	Keep  int `yaml:"keep" json:"keep,omitempty"`   // how many step checkpoints to keep (default 2)
 }
 
 // Load reads, checks and fills in defaults for a config file.

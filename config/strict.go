@@ -160,3 +160,8 @@ func typeName(t reflect.Type) string {
 	}
 	return t.String()
 }
+
+// CheckKeys reports the first key of a YAML document that the Go type t (a
+// struct, decoded with yaml tags) does not have, by its path and line. Other
+// packages with YAML files of their own use it for the same strictness.
+func CheckKeys(n *yaml.Node, t reflect.Type) error { return checkKeys(n, t, "") }

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hacrl/hacrl/experiment"
+	"github.com/spf13/cobra"
+)
+
+func experimentCmd() *cobra.Command {
+	var parallel int
+	var reportOnly bool
+	cmd := &cobra.Command{
+		Use:   "experiment CONFIG",
+		Short: "Run a grid of settings × methods × seeds (+ ablations) and write the report",
+		Long: `Run every cell of an experiment grid — each heterogeneity setting with each
+method (default GRPO, GSPO, GSPO×2, Naive, HACPO) and each seed, then the
+ablation variants on one setting — as hacrl train runs in OUT/cells, one after
+another or --parallel at a time. A half-finished grid resumes where it
+stopped. At the end it writes OUT/results.json, OUT/report.md (Table 1 per
+setting, ablation tables, rollout cost, per-step diagnostics) and learning
+curves in OUT/plots. --report-only rebuilds the report from finished cells.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := experiment.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if cmd.Flags().Changed("parallel") {
+				c.Parallel = parallel
+			}
+			t0 := time.Now()
+			if !reportOnly {
+				r := &experiment.Runner{Log: os.Stderr}
+				if err := r.Run(cmd.Context(), c); err != nil {
+					return err
+				}
+			}
+			results, err := experiment.Collect(c)
+			if err != nil {
+				return err
+			}
+			md, err := experiment.Report(cmd.Context(), c, results)
+			if err != nil {
+				return err
+			}
+			fmt.Print(md)
+			fmt.Fprintf(os.Stderr, "report: %s/report.md · results: %s/results.json · wall time %s\n", c.Out, c.Out, time.Since(t0).Round(time.Second))
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&parallel, "parallel", 1, "cells trained at once (separate processes)")
+	cmd.Flags().BoolVar(&reportOnly, "report-only", false, "only rebuild the report from finished cells")
+	return cmd
+}

@@ -1,0 +1,407 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hacrl/hacrl/internal/atomicfile"
+	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/plot"
+)
+
+// AgentResult is one agent's outcome in one cell.
+type AgentResult struct {
+	Initial map[string]float64 `json:"initial"` // eval/<set>/<metric> at step 0
+	Final   map[string]float64 `json:"final"`   // at the last evaluation
+	// Curve is every evaluation: step → eval/<set>/<metric>.
+	Curve map[int]map[string]float64 `json:"curve"`
+	// Rollout cost over the run.
+	Responses int     `json:"responses"`
+	Tokens    float64 `json:"generated_tokens"`
+	// Means of per-step diagnostics over the run.
+	Diagnostics map[string]float64 `json:"diagnostics"`
+}
+
+// CellResult is one finished cell.
+type CellResult struct {
+	Cell    string                  `json:"cell"`
+	Setting string                  `json:"setting"`
+	Method  string                  `json:"method"`
+	Seed    int64                   `json:"seed"`
+	Seconds float64                 `json:"seconds"` // training + evaluation time from the metrics
+	Agents  map[string]*AgentResult `json:"agents"`
+}
+
+// diagnosticKeys are averaged over steps into AgentResult.Diagnostics.
+var diagnosticKeys = []string{"ratio/self_mean", "ratio/cross_mean", "clip/self_frac", "clip/cross_lower_frac",
+	"clip/cross_upper_frac", "capability", "accuracy/train", "retokenize/changed_frac", "entropy", "loss/kl"}
+
+// Collect reads the metrics of every finished cell.
+func Collect(c *Config) ([]CellResult, error) {
+	var out []CellResult
+	for _, cell := range c.Cells() {
+		if !c.Done(cell) {
+			continue
+		}
+		recs, err := metrics.ReadFile(filepath.Join(c.Dir(cell), metrics.FileName))
+		if err != nil {
+			return nil, err
+		}
+		cr := CellResult{Cell: cell.ID(), Setting: cell.Setting, Method: cell.Method, Seed: cell.Seed, Agents: map[string]*AgentResult{}}
+		sums := map[string]map[string]float64{}
+		counts := map[string]map[string]int{}
+		for _, r := range recs {
+			if r.Agent == "" {
+				cr.Seconds += r.Values["time/step"]
+				continue
+			}
+			ar := cr.Agents[r.Agent]
+			if ar == nil {
+				ar = &AgentResult{Curve: map[int]map[string]float64{}, Diagnostics: map[string]float64{}}
+				cr.Agents[r.Agent] = ar
+				sums[r.Agent], counts[r.Agent] = map[string]float64{}, map[string]int{}
+			}
+			evals := map[string]float64{}
+			for k, v := range r.Values {
+				if strings.HasPrefix(k, "eval/") {
+					evals[k] = v
+				}
+			}
+			if len(evals) > 0 {
+				ar.Curve[r.Step] = evals
+				if r.Step == 0 {
+					ar.Initial = evals
+				}
+				ar.Final = evals
+				cr.Seconds += r.Values["time/eval"]
+				continue
+			}
+			// A step record: rollout cost and diagnostics.
+			n := responsesPerStep(c, cell)
+			ar.Responses += n
+			ar.Tokens += r.Values["length/mean"] * float64(n)
+			for _, k := range diagnosticKeys {
+				if v, ok := r.Values[k]; ok && !math.IsNaN(v) {
+					sums[r.Agent][k] += v
+					counts[r.Agent][k]++
+				}
+			}
+		}
+		for a, ar := range cr.Agents {
+			for k, s := range sums[a] {
+				ar.Diagnostics[k] = s / float64(counts[a][k])
+			}
+		}
+		out = append(out, cr)
+	}
+	return out, nil
+}
+
+func responsesPerStep(c *Config, cell Cell) int {
+	mult := 1
+	m := cell.Method
+	if cell.Variant != nil {
+		m = cell.Variant.Method.Name
+	}
+	if m == "gspo2x" {
+		mult = 2
+	}
+	return c.Run.Batch.PromptsPerStep * c.Run.Batch.ResponsesPerPrompt * mult
+}
+
+// stat is a mean ± sample std over seeds.
+type stat struct {
+	mean, std float64
+	n         int
+}
+
+func summarize(xs []float64) stat {
+	s := stat{n: len(xs)}
+	if s.n == 0 {
+		return s
+	}
+	for _, x := range xs {
+		s.mean += x
+	}
+	s.mean /= float64(s.n)
+	if s.n > 1 {
+		for _, x := range xs {
+			s.std += (x - s.mean) * (x - s.mean)
+		}
+		s.std = math.Sqrt(s.std / float64(s.n-1))
+	}
+	return s
+}
+
+func (s stat) String() string {
+	if s.n == 0 {
+		return "–"
+	}
+	if s.n == 1 {
+		return fmt.Sprintf("%.3f", s.mean)
+	}
+	return fmt.Sprintf("%.3f ± %.3f", s.mean, s.std)
+}
+
+// Report writes results.json, report.md and the learning-curve figures into
+// c.Out, and returns the Markdown.
+func Report(ctx context.Context, c *Config, results []CellResult) (string, error) {
+	data, err := json.MarshalIndent(results, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(c.Out, "results.json"), append(data, '\n')); err != nil {
+		return "", err
+	}
+	keys := evalKeys(results)
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Experiment %s\n\n", c.Name)
+	fmt.Fprintf(&b, "%d finished cells of %d; seeds %v. Each cell: %d steps of %d prompts × %d responses per agent.\n",
+		len(results), len(c.Cells()), c.Seeds, c.Run.Steps, c.Run.Batch.PromptsPerStep, c.Run.Batch.ResponsesPerPrompt)
+	fmt.Fprintf(&b, "Held-out accuracy at the end of training, mean ± std over seeds.\n\n")
+	var total float64
+	for _, r := range results {
+		total += r.Seconds
+	}
+	fmt.Fprintf(&b, "Total training and evaluation time of the cells: %.1f min (sum over cells).\n\n", total/60)
+
+	ablationMethods := map[string]bool{}
+	if c.Ablations != nil {
+		for _, v := range c.Ablations.Variants {
+			ablationMethods[v.Name] = true
+		}
+	}
+	for _, s := range c.Settings {
+		fmt.Fprintf(&b, "## Setting: %s\n\n", s.Name)
+		writeTable(&b, results, s, c.Methods, keys, true)
+		if err := curves(ctx, c, results, s, c.Methods, keys); err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "\nLearning curves: `plots/%s_<agent>.png`.\n\n", s.Name)
+	}
+	if a := c.Ablations; a != nil {
+		fmt.Fprintf(&b, "## Ablations on setting %s\n\n", a.Setting)
+		var methods []string
+		methods = append(methods, "hacpo")
+		for _, v := range a.Variants {
+			methods = append(methods, v.Name)
+		}
+		for _, s := range c.Settings {
+			if s.Name == a.Setting {
+				writeTable(&b, results, s, methods, keys, false)
+			}
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("## Per-step diagnostics (means over steps and seeds)\n\n")
+	writeDiagnostics(&b, results, c)
+	md := b.String()
+	if err := atomicfile.WriteFile(filepath.Join(c.Out, "report.md"), []byte(md)); err != nil {
+		return "", err
+	}
+	return md, nil
+}
+
+func evalKeys(results []CellResult) []string {
+	set := map[string]bool{}
+	for _, r := range results {
+		for _, a := range r.Agents {
+			for k := range a.Final {
+				set[k] = true
+			}
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// writeTable writes one Table-1 block: per agent, the initial model then each
+// method, with every eval key and the rollout cost.
+func writeTable(b *strings.Builder, results []CellResult, s Setting, methods, keys []string, initial bool) {
+	b.WriteString("| agent | method |")
+	for _, k := range keys {
+		b.WriteString(" " + strings.TrimPrefix(k, "eval/") + " |")
+	}
+	b.WriteString(" responses | generated tokens |\n|---|---|")
+	for range keys {
+		b.WriteString("---|")
+	}
+	b.WriteString("---|---|\n")
+	for _, ag := range s.Agents {
+		if initial {
+			fmt.Fprintf(b, "| %s | initial |", ag.Name)
+			for _, k := range keys {
+				var xs []float64
+				for _, r := range results {
+					if r.Setting == s.Name {
+						if a := r.Agents[ag.Name]; a != nil {
+							if v, ok := a.Initial[k]; ok {
+								xs = append(xs, v)
+							}
+						}
+					}
+				}
+				// Every cell evaluates the same initial agent: report one value.
+				if len(xs) > 0 {
+					fmt.Fprintf(b, " %.3f |", xs[0])
+				} else {
+					b.WriteString(" – |")
+				}
+			}
+			b.WriteString(" – | – |\n")
+		}
+		for _, m := range methods {
+			fmt.Fprintf(b, "| %s | %s |", ag.Name, m)
+			var resp, toks []float64
+			vals := map[string][]float64{}
+			for _, r := range results {
+				if r.Setting != s.Name || r.Method != m {
+					continue
+				}
+				a := r.Agents[ag.Name]
+				if a == nil {
+					continue
+				}
+				for _, k := range keys {
+					if v, ok := a.Final[k]; ok {
+						vals[k] = append(vals[k], v)
+					}
+				}
+				resp = append(resp, float64(a.Responses))
+				toks = append(toks, a.Tokens)
+			}
+			for _, k := range keys {
+				fmt.Fprintf(b, " %s |", summarize(vals[k]))
+			}
+			fmt.Fprintf(b, " %s | %s |\n", intStat(resp), intStat(toks))
+		}
+	}
+}
+
+func intStat(xs []float64) string {
+	s := summarize(xs)
+	if s.n == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.0f", s.mean)
+}
+
+func writeDiagnostics(b *strings.Builder, results []CellResult, c *Config) {
+	b.WriteString("| setting | method | agent |")
+	for _, k := range diagnosticKeys {
+		b.WriteString(" " + k + " |")
+	}
+	b.WriteString("\n|---|---|---|")
+	for range diagnosticKeys {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	type key struct{ setting, method, agent string }
+	vals := map[key]map[string][]float64{}
+	var order []key
+	for _, r := range results {
+		for name, a := range r.Agents {
+			k := key{r.Setting, r.Method, name}
+			if vals[k] == nil {
+				vals[k] = map[string][]float64{}
+				order = append(order, k)
+			}
+			for d, v := range a.Diagnostics {
+				vals[k][d] = append(vals[k][d], v)
+			}
+		}
+	}
+	sort.Slice(order, func(i, j int) bool {
+		a, b := order[i], order[j]
+		if a.setting != b.setting {
+			return a.setting < b.setting
+		}
+		if a.method != b.method {
+			return a.method < b.method
+		}
+		return a.agent < b.agent
+	})
+	for _, k := range order {
+		fmt.Fprintf(b, "| %s | %s | %s |", k.setting, k.method, k.agent)
+		for _, d := range diagnosticKeys {
+			if xs := vals[k][d]; len(xs) > 0 {
+				fmt.Fprintf(b, " %.4g |", summarize(xs).mean)
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// curves draws, per agent of a setting, the first eval key against the step,
+// one line per method (mean over seeds).
+func curves(ctx context.Context, c *Config, results []CellResult, s Setting, methods, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	key := keys[0]
+	for _, k := range keys {
+		if strings.HasSuffix(k, "/greedy_acc") {
+			key = k
+			break
+		}
+	}
+	for _, ag := range s.Agents {
+		var series []plot.Series
+		for _, m := range methods {
+			sum := map[int]float64{}
+			n := map[int]int{}
+			for _, r := range results {
+				if r.Setting != s.Name || r.Method != m || r.Agents[ag.Name] == nil {
+					continue
+				}
+				for step, ev := range r.Agents[ag.Name].Curve {
+					if v, ok := ev[key]; ok {
+						sum[step] += v
+						n[step]++
+					}
+				}
+			}
+			if len(sum) == 0 {
+				continue
+			}
+			steps := make([]int, 0, len(sum))
+			for st := range sum {
+				steps = append(steps, st)
+			}
+			sort.Ints(steps)
+			ser := plot.Series{Label: m}
+			for _, st := range steps {
+				ser.X = append(ser.X, float64(st))
+				ser.Y = append(ser.Y, sum[st]/float64(n[st]))
+			}
+			series = append(series, ser)
+		}
+		if len(series) == 0 {
+			continue
+		}
+		dir := filepath.Join(c.Out, "plots")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		for _, ext := range []string{"png", "svg"} {
+			path := filepath.Join(dir, fmt.Sprintf("%s_%s.%s", s.Name, ag.Name, ext))
+			title := fmt.Sprintf("%s: %s (%s)", s.Name, ag.Name, strings.TrimPrefix(key, "eval/"))
+			if err := plot.Curves(series, title, "step", strings.TrimPrefix(key, "eval/"), path); err != nil {
+				return err
+			}
+		}
+	}
+	return ctx.Err()
+}

@@ -362,21 +362,7 @@ func (c *Config) Validate() error {
 			bad(p, "give exactly one of checkpoint or model")
 		}
 		if a.Model != nil {
-			m := a.Model
-			if m.Family != "gpt" && m.Family != "llama" {
-				bad(p+".model.family", "must be gpt or llama, got %q", m.Family)
-			}
-			if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 {
-				bad(p+".model", "dim, layers and heads must be > 0")
-			} else if m.Dim%m.Heads != 0 {
-				bad(p+".model.heads", "must divide dim (%d), got %d", m.Dim, m.Heads)
-			}
-			if m.KVHeads <= 0 || (m.Heads > 0 && m.Heads%m.KVHeads != 0) {
-				bad(p+".model.kv_heads", "must divide heads (%d), got %d", m.Heads, m.KVHeads)
-			}
-			if m.MaxSeq <= 0 {
-				bad(p+".model.max_seq", "must be > 0, got %d", m.MaxSeq)
-			}
+			validateModel(p+".model", a.Model, bad)
 			if a.Tokenizer == "" {
 				bad(p+".tokenizer", "required with a new model (path of a tokenizer.json)")
 			}
@@ -384,30 +370,7 @@ func (c *Config) Validate() error {
 		if a.Template.Kind != "plain" && a.Template.Kind != "chat" {
 			bad(p+".template.kind", "must be plain or chat, got %q", a.Template.Kind)
 		}
-		o := a.Optimizer
-		if o.LR <= 0 {
-			bad(p+".optimizer.lr", "must be > 0, got %g", o.LR)
-		}
-		if *o.WeightDecay < 0 {
-			bad(p+".optimizer.weight_decay", "must be >= 0, got %g", *o.WeightDecay)
-		}
-		if o.Beta1 < 0 || o.Beta1 >= 1 || o.Beta2 < 0 || o.Beta2 >= 1 {
-			bad(p+".optimizer", "beta1 and beta2 must be in [0, 1)")
-		}
-		if o.MaxGradNorm < 0 {
-			bad(p+".optimizer.max_grad_norm", "must be >= 0, got %g", o.MaxGradNorm)
-		}
-		switch o.Schedule {
-		case "constant", "linear", "cosine":
-		default:
-			bad(p+".optimizer.schedule", "must be constant, linear or cosine, got %q", o.Schedule)
-		}
-		if o.WarmupSteps < 0 {
-			bad(p+".optimizer.warmup_steps", "must be >= 0")
-		}
-		if o.MinLRRatio < 0 || o.MinLRRatio > 1 {
-			bad(p+".optimizer.min_lr_ratio", "must be in [0, 1], got %g", o.MinLRRatio)
-		}
+		validateOptimizer(p+".optimizer", a.Optimizer, bad)
 		s := a.Sampling
 		if s.Temperature < 0 {
 			bad(p+".sampling.temperature", "must be >= 0, got %g", s.Temperature)
@@ -473,4 +436,49 @@ func (c *Config) Validate() error {
 func LlamaHidden(dim int) int {
 	h := (8*dim + 2) / 3
 	return (h + 15) / 16 * 16
+}
+
+// validateModel checks a new model's section; path is its key path.
+func validateModel(path string, m *NewModel, bad func(path, format string, args ...any)) {
+	if m.Family != "gpt" && m.Family != "llama" {
+		bad(path+".family", "must be gpt or llama, got %q", m.Family)
+	}
+	if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 {
+		bad(path, "dim, layers and heads must be > 0")
+	} else if m.Dim%m.Heads != 0 {
+		bad(path+".heads", "must divide dim (%d), got %d", m.Dim, m.Heads)
+	}
+	if m.KVHeads <= 0 || (m.Heads > 0 && m.Heads%m.KVHeads != 0) {
+		bad(path+".kv_heads", "must divide heads (%d), got %d", m.Heads, m.KVHeads)
+	}
+	if m.MaxSeq <= 0 {
+		bad(path+".max_seq", "must be > 0, got %d", m.MaxSeq)
+	}
+}
+
+// validateOptimizer checks an optimizer section with defaults applied.
+func validateOptimizer(path string, o Optimizer, bad func(path, format string, args ...any)) {
+	if o.LR <= 0 {
+		bad(path+".lr", "must be > 0, got %g", o.LR)
+	}
+	if *o.WeightDecay < 0 {
+		bad(path+".weight_decay", "must be >= 0, got %g", *o.WeightDecay)
+	}
+	if o.Beta1 < 0 || o.Beta1 >= 1 || o.Beta2 < 0 || o.Beta2 >= 1 {
+		bad(path, "beta1 and beta2 must be in [0, 1)")
+	}
+	if o.MaxGradNorm < 0 {
+		bad(path+".max_grad_norm", "must be >= 0, got %g", o.MaxGradNorm)
+	}
+	switch o.Schedule {
+	case "constant", "linear", "cosine":
+	default:
+		bad(path+".schedule", "must be constant, linear or cosine, got %q", o.Schedule)
+	}
+	if o.WarmupSteps < 0 {
+		bad(path+".warmup_steps", "must be >= 0")
+	}
+	if o.MinLRRatio < 0 || o.MinLRRatio > 1 {
+		bad(path+".min_lr_ratio", "must be in [0, 1], got %g", o.MinLRRatio)
+	}
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -93,5 +95,45 @@ func TestLlamaHidden(t *testing.T) {
 		if got := LlamaHidden(tc.dim); got != tc.want {
 			t.Errorf("LlamaHidden(%d) = %d, want %d", tc.dim, got, tc.want)
 		}
+	}
+}
+
+func TestLoadSFT(t *testing.T) {
+	good := `
+out: agents/a
+model: {family: llama, dim: 32, layers: 1, heads: 4, max_seq: 64}
+tokenizer: {kind: bpe, vocab_size: 300}
+task: {name: arith}
+examples: 100
+steps: 10
+optimizer: {lr: 0.001}
+`
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"valid", "", "", ""},
+		{"unknown key", "steps: 10", "stepz: 10", "stepz (line"},
+		{"small bpe", "vocab_size: 300", "vocab_size: 100", "tokenizer.vocab_size: a byte-level BPE needs at least 257"},
+		{"bad heads", "heads: 4", "heads: 5", "model.heads: must divide dim (32), got 5"},
+		{"bad schedule", "lr: 0.001", "lr: 0.001, schedule: exp", `optimizer.schedule: must be constant, linear or cosine, got "exp"`},
+		{"no examples", "examples: 100", "", "examples: required for a generated task"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "sft.yaml")
+			if err := os.WriteFile(path, []byte(strings.Replace(good, tc.from, tc.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			s, err := LoadSFT(path)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Model.KVHeads != 4 || s.Model.Hidden != LlamaHidden(32) || s.BatchSize != 32 || *s.Optimizer.WeightDecay != 0.01 {
+					t.Errorf("defaults not applied: %+v %+v", s.Model, s.Optimizer)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("error %v, want one naming %s and containing %q", err, path, tc.want)
+			}
+		})
 	}
 }

@@ -129,22 +129,12 @@ func (s *SFT) Validate() error {
 	if s.Task != nil && s.Examples == 0 {
 		bad("examples", "required for a generated task (how many distinct training problems)")
 	}
-	if s.Optimizer.LR <= 0 {
-		bad("optimizer.lr", "must be > 0, got %g", s.Optimizer.LR)
-	}
+	validateOptimizer("optimizer", s.Optimizer, bad)
 	if s.Template.Kind != "plain" && s.Template.Kind != "chat" {
 		bad("template.kind", "must be plain or chat, got %q", s.Template.Kind)
 	}
 	if s.Model != nil {
-		m := s.Model
-		if m.Family != "gpt" && m.Family != "llama" {
-			bad("model.family", "must be gpt or llama, got %q", m.Family)
-		}
-		if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 || m.MaxSeq <= 0 {
-			bad("model", "dim, layers, heads and max_seq must be > 0")
-		} else if m.Dim%m.Heads != 0 {
-			bad("model.heads", "must divide dim (%d), got %d", m.Dim, m.Heads)
-		}
+		validateModel("model", s.Model, bad)
 	}
 	return errors.Join(errs...)
 }

@@ -60,7 +60,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		r.obs.Phase(step, a.Name, "sample")
+		r.obs.Phase(step+1, a.Name, "sample")
 		t0 := time.Now()
 		batch := make([][]int, 0, len(problems)*G)
 		for i := range problems {
@@ -70,7 +70,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		}
 		samples, err := a.Model.Generate(ctx, batch, a.Sampling, r.rng(step, j, "sample"))
 		if err != nil {
-			return nil, fmt.Errorf("step %d: agent %s: sampling: %w", step, a.Name, err)
+			return nil, fmt.Errorf("step %d: agent %s: sampling: %w", step+1, a.Name, err)
 		}
 		sampleTime := time.Since(t0).Seconds()
 		var tokens, truncated int
@@ -106,7 +106,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 	}
 	// Old log-probs: every source scores its own responses before any update.
 	for j, a := range r.agents {
-		r.obs.Phase(step, a.Name, "score")
+		r.obs.Phase(step+1, a.Name, "score")
 		t0 := time.Now()
 		own := pool.BySource(j)
 		seqs := make([]model.Sequence, len(own))
@@ -115,7 +115,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		}
 		sc, err := a.Model.Score(ctx, seqs, true)
 		if err != nil {
-			return nil, fmt.Errorf("step %d: agent %s: scoring its responses: %w", step, a.Name, err)
+			return nil, fmt.Errorf("step %d: agent %s: scoring its responses: %w", step+1, a.Name, err)
 		}
 		var ent float64
 		var cnt int

@@ -38,7 +38,7 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 		rewards[ro.Source] = append(rewards[ro.Source], ro.Reward)
 	}
 	if err := r.tracker.Update(rewards); err != nil {
-		return nil, fmt.Errorf("step %d: capability: %w", step, err)
+		return nil, fmt.Errorf("step %d: capability: %w", step+1, err)
 	}
 	for k, a := range r.agents {
 		vals[k]["capability"] = r.tracker.Capability(k)

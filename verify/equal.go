@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"regexp"
 	"strings"
 )
 
@@ -86,6 +87,38 @@ func EqualResponse(response, reference string) bool {
 	ans, ok := Extract(response)
 	return ok && Equal(ans, reference)
 }
+
+// EqualAnswer is for answers given by a person or a file, which may be a bare
+// answer ("\frac{1}{2}") or a whole response ("… so \boxed{0.5}."). An answer
+// the text marks (\boxed, "the answer is", "####") is compared when there is
+// one; otherwise the text as written; and only a text that reads as a
+// sentence (a word of three or more letters outside LaTeX commands) falls
+// back to its last number. Extract alone would take a bare "\frac{1}{2}" for
+// a response and keep only its last number, judging it equal to 2.
+func EqualAnswer(answer, reference string) (eq bool) {
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	if len(answer) > MaxResponseLen {
+		answer = answer[len(answer)-MaxResponseLen:]
+	}
+	if a, ok := extractMarked(answer); ok {
+		return Equal(a, reference)
+	}
+	if Equal(answer, reference) {
+		return true
+	}
+	if sentenceWordRe.MatchString(answer) {
+		return EqualResponse(answer, reference)
+	}
+	return false
+}
+
+// sentenceWordRe matches a plain word of three or more letters that is not
+// a LaTeX command: the mark of prose rather than a bare answer.
+var sentenceWordRe = regexp.MustCompile(`(?:^|[^\\a-zA-Z])[a-zA-Z]{3,}`)
 
 // Reward is the binary verifiable reward for a math problem: 1 when the
 // answer extracted from response equals reference, else 0.

@@ -197,3 +197,27 @@ func TestEqualBounded(t *testing.T) {
 		})
 	}
 }
+
+func TestEqualAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		answer, reference string
+		want              bool
+	}{
+		{`\frac{1}{2}`, `\frac{1}{2}`, true}, // extraction alone would keep "2"
+		{`\frac{1}{2}`, `0.5`, true},
+		{`3\sqrt{2}`, `3\sqrt2`, true},
+		{`[1,2)`, `[1,2)`, true},
+		{`The answer is \boxed{27}.`, `27.0`, true},
+		{`\boxed{27}`, `27`, true},
+		{`x=3`, `3`, true},
+		{`\frac{1}{2}`, `2`, false},
+		{`so it is \boxed{4}`, `3`, false},
+		{`1, 2`, `2`, false},
+		{`so we get 42 apples`, `42`, true},
+		{`\\text{cm}`, `2`, false},
+	} {
+		if got := EqualAnswer(tc.answer, tc.reference); got != tc.want {
+			t.Errorf("EqualAnswer(%q, %q) = %v, want %v", tc.answer, tc.reference, got, tc.want)
+		}
+	}
+}

@@ -35,6 +35,18 @@ func extract(response string) (string, bool) {
 	if len(response) > MaxResponseLen {
 		response = response[len(response)-MaxResponseLen:]
 	}
+	if a, ok := extractMarked(response); ok {
+		return a, true
+	}
+	if nums := lastNumRe.FindAllString(response, -1); nums != nil {
+		return nums[len(nums)-1], true
+	}
+	return "", false
+}
+
+// extractMarked finds an answer that the response marks as one: a \boxed or
+// \fbox, "the answer is", or "####"; not the last-number fallback.
+func extractMarked(response string) (string, bool) {
 	if a, ok := lastBoxed(response); ok {
 		return a, true
 	}
@@ -48,9 +60,6 @@ func extract(response string) (string, bool) {
 		if line, _, _ := strings.Cut(rest, "\n"); strings.TrimSpace(line) != "" {
 			return strings.TrimSpace(line), true
 		}
-	}
-	if nums := lastNumRe.FindAllString(response, -1); nums != nil {
-		return nums[len(nums)-1], true
 	}
 	return "", false
 }

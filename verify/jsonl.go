@@ -98,7 +98,7 @@ func verifyLine(line []byte) ([]byte, bool, error) {
 	if answer == nil || reference == nil {
 		return nil, false, errors.New(`expected fields "answer" and "reference"`)
 	}
-	eq := Equal(*answer, *reference)
+	eq := EqualAnswer(*answer, *reference)
 	var b bytes.Buffer
 	b.WriteByte('{')
 	n := 0

@@ -36,11 +36,11 @@ func main() {
 	}
 	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "hacrl:", err)
 		var ec exitCode
 		if errors.As(err, &ec) {
-			os.Exit(int(ec))
+			os.Exit(int(ec)) // the command already said why
 		}
+		fmt.Fprintln(os.Stderr, "hacrl:", err)
 		os.Exit(1)
 	}
 }

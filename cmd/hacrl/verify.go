@@ -15,8 +15,9 @@ func verifyCmd() *cobra.Command {
 		Use:   "verify ANSWER REFERENCE | verify --jsonl FILE",
 		Short: "Check a math answer against a reference (exit 0 equal, 1 not equal)",
 		Long: `Check a model's answer against a reference answer with hacrl's math checker:
-the final answer is extracted (last \boxed{}, "the answer is", #### N, else the
-last number), normalized, and compared as numbers, fractions, expressions,
+ANSWER may be a bare answer or a whole response, whose final answer is then
+extracted (last \boxed{}, "the answer is", #### N, else the last number); the
+answers are normalized and compared as numbers, fractions, expressions,
 tuples, intervals, sets or matrices. Exit status 0 when equal, 1 when not.
 
 With --jsonl FILE (or - for standard input), every line {"answer": …,
@@ -53,7 +54,7 @@ line number and the others go on (exit status 2 if any line was bad).`,
 			if len(args) != 2 {
 				return fmt.Errorf("want ANSWER REFERENCE, or --jsonl FILE")
 			}
-			if verify.EqualResponse(args[0], args[1]) {
+			if verify.EqualAnswer(args[0], args[1]) {
 				fmt.Println("equal")
 				return nil
 			}

@@ -136,3 +136,24 @@ func (r *Run) evaluate(ctx context.Context, step int) error {
 	}
 	return nil
 }
+
+// checkEvalFits reports, before any work, an evaluation prompt that leaves an
+// agent no room for its response.
+func (r *Run) checkEvalFits() error {
+	for i, s := range r.evals {
+		for _, a := range r.agents {
+			maxNew := a.Sampling.MaxNewTokens
+			if s.cfg.MaxNewTokens > 0 {
+				maxNew = s.cfg.MaxNewTokens
+			}
+			maxSeq := a.Model.Config().MaxSeq
+			for _, p := range s.problems {
+				if n := len(a.Template.Prompt(a.Tok, p.Question)); n+maxNew > maxSeq {
+					return fmt.Errorf("eval.sets[%d] (%s): problem %s: prompt of %d tokens + %d new tokens exceeds agent %s's context of %d",
+						i, s.cfg.Name, p.ID, n, maxNew, a.Name, maxSeq)
+				}
+			}
+		}
+	}
+	return nil
+}

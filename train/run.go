@@ -145,6 +145,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 			return nil, err
 		}
 	}
+	if err := r.checkEvalFits(); err != nil {
+		return nil, err
+	}
 	if withRef {
 		if err := r.setupReferences(b, ckpt != ""); err != nil {
 			return nil, err

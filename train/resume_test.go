@@ -2,12 +2,14 @@ package train
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -145,4 +147,87 @@ func TestKillAndResume(t *testing.T) {
 		}
 		t.Fatalf("%d records, want %d", len(g), len(w))
 	}
+}
+
+// TestInterruptSavesAndResumes: SIGINT finishes the current step, saves a
+// checkpoint of it and exits with status 130; --resume continues from there.
+func TestInterruptSavesAndResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, "gspo", 200)
+	cfg.Eval.Sets = nil
+	cfg.Checkpoint.Every = 0 // only the interrupt and the end save
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "run.yaml")
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "train", cfgPath)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the first finished step, then interrupt.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !strings.Contains(out.String(), "step 1/200 ") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err = cmd.Wait()
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if err == nil || ws.ExitStatus() != 130 {
+		t.Fatalf("exit %v (status %d), want 130\n%s", err, ws.ExitStatus(), out.String())
+	}
+	cks, _ := listCheckpoints(cfg.Out)
+	if len(cks) != 1 {
+		t.Fatalf("checkpoints %v after an interrupt, want one", cks)
+	}
+	var done int
+	fmt.Sscanf(filepath.Base(cks[0]), "step-%d", &done)
+	recs, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := recs[len(recs)-1].Step; done < 1 || last != done {
+		t.Fatalf("checkpoint at step %d, metrics end at step %d", done, last)
+	}
+	if !strings.Contains(out.String(), "checkpoint saved") {
+		t.Errorf("no message about the saved checkpoint:\n%s", out.String())
+	}
+	// Resume for two more steps.
+	res := exec.Command(bin, "train", cfgPath, "--resume", "--steps", fmt.Sprint(done+2))
+	if o, err := res.CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, o)
+	} else if !strings.Contains(string(o), fmt.Sprintf("resumed from %s (step %d)", cks[0], done)) {
+		t.Errorf("resume output:\n%s", o)
+	}
+	recs, _ = metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+	if last := recs[len(recs)-1].Step; last != done+2 {
+		t.Errorf("after resuming, metrics end at step %d, want %d", last, done+2)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a child process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

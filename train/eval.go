@@ -146,12 +146,8 @@ func (r *Run) checkEvalFits() error {
 			if s.cfg.MaxNewTokens > 0 {
 				maxNew = s.cfg.MaxNewTokens
 			}
-			maxSeq := a.Model.Config().MaxSeq
-			for _, p := range s.problems {
-				if n := len(a.Template.Prompt(a.Tok, p.Question)); n+maxNew > maxSeq {
-					return fmt.Errorf("eval.sets[%d] (%s): problem %s: prompt of %d tokens + %d new tokens exceeds agent %s's context of %d",
-						i, s.cfg.Name, p.ID, n, maxNew, a.Name, maxSeq)
-				}
+			if err := CheckFits(a, s.problems, maxNew); err != nil {
+				return fmt.Errorf("eval.sets[%d] (%s): %w", i, s.cfg.Name, err)
 			}
 		}
 	}

@@ -37,14 +37,14 @@ func renderPrompts(a *Agent, problems []task.Problem) [][]int {
 	return out
 }
 
-// checkFits reports a prompt that leaves no room for the response in the
-// model's context.
-func checkFits(a *Agent, prompts [][]int, problems []task.Problem) error {
+// CheckFits reports the first problem whose prompt, rendered for agent a,
+// leaves no room for maxNew response tokens in the model's context.
+func CheckFits(a *Agent, problems []task.Problem, maxNew int) error {
 	maxSeq := a.Model.Config().MaxSeq
-	for i, p := range prompts {
-		if len(p)+a.Sampling.MaxNewTokens > maxSeq {
-			return fmt.Errorf("agent %s: problem %s: prompt of %d tokens + max_new_tokens %d exceeds the model's context of %d",
-				a.Name, problems[i].ID, len(p), a.Sampling.MaxNewTokens, maxSeq)
+	for _, p := range problems {
+		if n := len(a.Template.Prompt(a.Tok, p.Question)); n+maxNew > maxSeq {
+			return fmt.Errorf("agent %s: problem %s: prompt of %d tokens + %d new tokens exceeds the model's context of %d",
+				a.Name, p.ID, n, maxNew, maxSeq)
 		}
 	}
 	return nil

@@ -189,7 +189,7 @@ func TestEvalPromptsMustFit(t *testing.T) {
 	cfg := tinyConfig(t, dir, "gspo", 1)
 	cfg.Eval.Sets = []config.EvalSet{{Name: "gsm8k", Benchmark: "gsm8k", Problems: 5}}
 	_, err := New(context.Background(), cfg, Options{})
-	if err == nil || !strings.Contains(err.Error(), "eval.sets[0] (gsm8k): problem gsm8k/") || !strings.Contains(err.Error(), "exceeds agent gpt-char's context of 48") {
+	if err == nil || !strings.Contains(err.Error(), "eval.sets[0] (gsm8k): agent gpt-char") || !strings.Contains(err.Error(), "agent gpt-char: problem gsm8k/") || !strings.Contains(err.Error(), "exceeds the model's context of 48") {
 		t.Fatalf("error %v, want one naming the set, the problem and the agent", err)
 	}
 }

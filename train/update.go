@@ -23,10 +23,10 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 	problems := r.drawProblems(step)
 	prompts := make([][][]int, len(r.agents))
 	for j, a := range r.agents {
-		prompts[j] = renderPrompts(a, problems)
-		if err := checkFits(a, prompts[j], problems); err != nil {
-			return nil, err
+		if err := CheckFits(a, problems, a.Sampling.MaxNewTokens); err != nil {
+			return nil, fmt.Errorf("step %d: %w", step+1, err)
 		}
+		prompts[j] = renderPrompts(a, problems)
 	}
 	pool, err := r.sample(ctx, step, problems, prompts, vals)
 	if err != nil {

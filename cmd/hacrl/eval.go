@@ -93,6 +93,9 @@ Prints one JSON object.`,
 			if maxNew > 0 {
 				a.Sampling.MaxNewTokens = maxNew
 			}
+			if err := train.CheckFits(a, probs, a.Sampling.MaxNewTokens); err != nil {
+				return fmt.Errorf("--set %s: %w", set, err)
+			}
 			es := config.EvalSet{Name: set, Samples: samples, Temperature: temperature, MaxNewTokens: a.Sampling.MaxNewTokens}
 			res, err := train.Evaluate(cmd.Context(), a, t, probs, es, func(p string) *rand.Rand {
 				return rand.New(rand.NewPCG(uint64(seed), uint64(len(p))))

@@ -88,6 +88,9 @@ func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
 		if !finite && sc.Problems <= 0 {
 			return nil, fmt.Errorf("eval.sets[%d].problems: required for the generated task %s", i, t.Name())
 		}
+		if n == 0 {
+			return nil, fmt.Errorf("eval.sets[%d] (%s): the %s split of %s has no problems", i, sc.Name, split, es.task.Name())
+		}
 		for j := range n {
 			es.problems = append(es.problems, es.task.Problem(split, j))
 		}

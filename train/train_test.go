@@ -193,3 +193,68 @@ func TestEvalPromptsMustFit(t *testing.T) {
 		t.Fatalf("error %v, want one naming the set, the problem and the agent", err)
 	}
 }
+
+// TestEveryMethodRunsAStep runs one real step of every preset on three
+// heterogeneous agents.
+func TestEveryMethodRunsAStep(t *testing.T) {
+	for _, m := range []string{"grpo", "gspo", "gspo2x", "naive", "no-adv", "no-omega", "no-stepwise", "no-cross-clip"} {
+		t.Run(m, func(t *testing.T) {
+			cfg := tinyConfig(t, t.TempDir(), m, 1)
+			cfg.Eval.Sets = nil
+			run, err := New(context.Background(), cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := run.Train(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			recs, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			shared := run.algo.SharesRollouts
+			checkSchema(t, recs, []string{"gpt-char", "llama-char", "llama-bpe"}, shared)
+			for _, r := range recs {
+				if r.Agent == "" {
+					continue
+				}
+				// 4 prompts × 2 responses (×2 for gspo2x) per agent, 8 per mini-batch.
+				want := 1.0
+				if shared {
+					want = 3
+				}
+				if m == "gspo2x" {
+					want = 2
+				}
+				if r.Values["updates"] != want {
+					t.Errorf("%s: %v updates, want %v", r.Agent, r.Values["updates"], want)
+				}
+			}
+		})
+	}
+}
+
+// TestDatasetTraining: a JSONL dataset trains like a generated task, and an
+// evaluation split it lacks fails before any work.
+func TestDatasetTraining(t *testing.T) {
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, "gspo", 1)
+	path := filepath.Join(dir, "train.jsonl")
+	if err := os.WriteFile(path, []byte(`{"question": "1+1", "answer": "2"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Task, cfg.Dataset = nil, &config.Dataset{Path: path}
+	_, err := New(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "eval.sets[0] (test): the test split of train has no problems") {
+		t.Fatalf("error %v", err)
+	}
+	// Without the impossible evaluation, a dataset trains like a task.
+	cfg.Eval.Sets = nil
+	run, err := New(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -89,7 +89,11 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 		if a.Tok, err = sftTokenizer(ctx, cfg, probs, targets); err != nil {
 			return nil, err
 		}
-		if a.Model, err = model.New(b, newModelConfig(cfg.Model, a.Tok), cfg.Seed); err != nil {
+		seed := cfg.Model.Seed // the model's own seed when given, else the run's
+		if seed == 0 {
+			seed = cfg.Seed
+		}
+		if a.Model, err = model.New(b, newModelConfig(cfg.Model, a.Tok), seed); err != nil {
 			return nil, err
 		}
 	}

@@ -73,3 +73,12 @@ func Must(config string) compute.Backend {
 	}
 	return b
 }
+
+// Choose is the configuration a program runs on: the environment's choice
+// (see Config), else explicit (e.g. a config file's backend field), else Default.
+func Choose(explicit string) string {
+	if explicit == "" {
+		explicit = Default
+	}
+	return Config(explicit)
+}

@@ -110,7 +110,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 	if r.evals, err = buildEvalSets(cfg, t); err != nil {
 		return nil, err
 	}
-	b, err := backend.New(backend.Config(orDefault(cfg.Backend, backend.Default)))
+	b, err := backend.New(backend.Choose(cfg.Backend))
 	if err != nil {
 		return nil, err
 	}
@@ -161,13 +161,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // rng is the random source for one purpose of one agent at one step.

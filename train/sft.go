@@ -67,7 +67,7 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 			targets[i] = probs[i].Answer
 		}
 	}
-	b, err := backend.New(backend.Config(orDefault(cfg.Backend, backend.Default)))
+	b, err := backend.New(backend.Choose(cfg.Backend))
 	if err != nil {
 		return nil, err
 	}

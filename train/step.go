@@ -77,11 +77,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		var rewardSum, correct float64
 		for n, s := range samples {
 			i := n / G
-			body := s.Tokens
-			if s.Stopped && len(body) > 0 {
-				body = body[:len(body)-1]
-			}
-			text := a.Tok.Decode(body)
+			text := responseText(a, s)
 			rew := r.data.task.Reward(problems[i], text)
 			pool.Rollouts = append(pool.Rollouts, rollout.Rollout{
 				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped, Reward: rew,

@@ -73,7 +73,7 @@ same fields; bench/compare.sh runs both.`,
 			if sampleTokens == 0 {
 				sampleTokens = seq - 1
 			}
-			b, err := backend.New(backend.Config(orDefault(backendCfg, backend.Default)))
+			b, err := backend.New(backend.Choose(backendCfg))
 			if err != nil {
 				return err
 			}
@@ -82,7 +82,7 @@ same fields; bench/compare.sh runs both.`,
 				return err
 			}
 			res["threads"] = runtime.GOMAXPROCS(0)
-			res["backend"] = backend.Config(orDefault(backendCfg, backend.Default))
+			res["backend"] = backend.Choose(backendCfg)
 			return json.NewEncoder(os.Stdout).Encode(res)
 		},
 	}
@@ -203,11 +203,4 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, seq, 
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

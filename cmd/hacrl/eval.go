@@ -45,7 +45,7 @@ Prints one JSON object.`,
 			if template != "" {
 				meta.Template.Kind = template
 			}
-			b, err := backend.New(backend.Config(orDefault(backendCfg, backend.Default)))
+			b, err := backend.New(backend.Choose(backendCfg))
 			if err != nil {
 				return err
 			}

@@ -29,7 +29,7 @@ func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	x = Add(x, linear(a, n.p(p+"attn.c_proj.weight"), n.p(p+"attn.c_proj.bias")))
 
 	h = layerNorm(x, n.p(p+"ln_2.weight"), n.p(p+"ln_2.bias"), c.NormEps)
-	h = activate(c.Activation, linear(h, n.p(p+"mlp.c_fc.weight"), n.p(p+"mlp.c_fc.bias")))
+	h = n.activate(c.Activation, linear(h, n.p(p+"mlp.c_fc.weight"), n.p(p+"mlp.c_fc.bias")))
 	return Add(x, linear(h, n.p(p+"mlp.c_proj.weight"), n.p(p+"mlp.c_proj.bias"))), k, v
 }
 

@@ -129,11 +129,47 @@ func (n *net) attend(l int, q, kT, v *Node, at *attention) (out, keys, values *N
 	G := H / KVH
 	q = TransposeAllDims(MulScalar(q, 1/math.Sqrt(float64(Dh))), 0, 2, 1, 3) // [B,H,T,Dh]
 	q = Reshape(q, B*KVH, G*T, Dh)
-	scores := DotGeneral(q, []int{2}, []int{0}, Reshape(kT, B*KVH, Dh, S), []int{1}, []int{0}) // [B·KVH,G·T,S]
-	probs := n.softmax(Add(scores, at.maskBias(KVH, G, q.DType())))
-	o := DotGeneral(probs, []int{2}, []int{0}, Reshape(v, B*KVH, S, Dh), []int{1}, []int{0}) // [B·KVH,G·T,Dh]
-	o = Transpose(Reshape(o, B, H, T, Dh), 1, 2)                                             // [B,T,H,Dh]
+	o := n.attentionProducts(q, Reshape(kT, B*KVH, Dh, S), Reshape(v, B*KVH, S, Dh), at.maskBias(KVH, G, q.DType()))
+	o = Transpose(Reshape(o, B, H, T, Dh), 1, 2) // [B,T,H,Dh]
 	return Reshape(o, B, T, H*Dh), kT, v
+}
+
+// attentionProducts is softmax(q·kT + bias)·v for q [b,n,Dh], kT [b,Dh,S], v
+// [b,S,Dh] and bias [b,n,S]; it returns [b,n,Dh].
+//
+// In a training graph its backward pass is written out rather than left to
+// autodiff, which would contract two of the four gradient products over the
+// last axis of their right operand (dS·kTᵀ and dO·vᵀ): the Go backend runs
+// those small products on a dot-product-per-element kernel many times slower
+// than its broadcast kernel. Here every product is [b,n,k]·[b,k,m], the
+// layout of the forward pass, with the needed operands transposed
+// explicitly. With dO the adjoint of the output and P the probabilities:
+//
+//	dP = dO·vᵀ,  dS = P ⊙ (dP − Σ_s dP⊙P),  dq = dS·k,  dkT = qᵀ·dS,  dv = Pᵀ·dO
+func (n *net) attentionProducts(q, kT, v, bias *Node) *Node {
+	bmm := func(x, y *Node) *Node { return DotGeneral(x, []int{2}, []int{0}, y, []int{1}, []int{0}) }
+	probs := Softmax(Add(bmm(q, kT), bias), -1)
+	o := bmm(probs, v)
+	if !n.train {
+		return o
+	}
+	// GoMLX attaches custom gradients to single nodes only, so q, kT and v
+	// travel as one flat vector; q comes first and has the output's size, so
+	// the output's adjoint is the vector's leading part.
+	nq, nk, nv := q.Shape().Size(), kT.Shape().Size(), v.Shape().Size()
+	packed := Concatenate([]*Node{Reshape(q, nq), Reshape(kT, nk), Reshape(v, nv)}, 0)
+	q, kT, v, probs, o = StopGradient(q), StopGradient(kT), StopGradient(v), StopGradient(probs), StopGradient(o)
+	packed = IdentityWithCustomGradient(packed, func(_, adj *Node) *Node {
+		dO := Reshape(Slice(adj, AxisRange(0, nq)), o.Shape().Dimensions...)
+		dP := bmm(dO, TransposeAllDims(v, 0, 2, 1))
+		dS := Mul(probs, Sub(dP, ReduceAndKeep(Mul(dP, probs), ReduceSum, -1)))
+		dq := bmm(dS, TransposeAllDims(kT, 0, 2, 1))
+		dkT := bmm(TransposeAllDims(q, 0, 2, 1), dS)
+		dv := bmm(TransposeAllDims(probs, 0, 2, 1), dO)
+		return Concatenate([]*Node{Reshape(dq, nq), Reshape(dkT, nk), Reshape(dv, nv)}, 0)
+	})
+	zero := Sub(packed, StopGradient(packed)) // value 0; its adjoint reaches the custom gradient
+	return Add(o, Reshape(Slice(zero, AxisRange(0, nq)), o.Shape().Dimensions...))
 }
 
 // maskBias returns the attention mask as an additive bias [B·KVH,G·T,S]:
@@ -211,7 +247,7 @@ func lastAxis(v, x *Node) *Node {
 }
 
 // activate applies the gpt MLP activation.
-func activate(name string, x *Node) *Node {
+func (n *net) activate(name string, x *Node) *Node {
 	switch name {
 	case "relu":
 		return activation.Relu(x)
@@ -221,8 +257,29 @@ func activate(name string, x *Node) *Node {
 			func() *Node { return activation.GeluApproximate(x) }, true)
 		return out
 	default: // "gelu", exact: x·Φ(x)
-		return activation.Gelu(x)
+		return n.gelu(x)
 	}
+}
+
+// gelu is exact GELU, x·Φ(x), with its derivative Φ(x) + x·φ(x) attached by
+// hand: Φ(x) is recovered from the forward value as gelu(x)/x (and 1/2 + x·φ(0)
+// where |x| < 1e-4, within 1e-12 of it), so the backward pass evaluates no Erf,
+// which the Go backend computes one element at a time in float64.
+func (n *net) gelu(x *Node) *Node {
+	y := activation.Gelu(x)
+	if !n.train {
+		return y
+	}
+	y, xs := StopGradient(y), StopGradient(x)
+	return n.withGradient(y, x, func(v *Node) *Node {
+		g := x.Graph()
+		sq := Square(xs)
+		small := LessThan(sq, Scalar(g, xs.DType(), 1e-8))
+		invSqrt2Pi := 1 / math.Sqrt(2*math.Pi)
+		cdf := Where(small, AddScalar(MulScalar(xs, invSqrt2Pi), 0.5), Div(y, Where(small, OnesLike(xs), xs)))
+		pdf := MulScalar(Exp(MulScalar(sq, -0.5)), invSqrt2Pi)
+		return Mul(v, Add(cdf, Mul(xs, pdf)))
+	})
 }
 
 // softmax is Softmax over the last axis with its backward pass written out,

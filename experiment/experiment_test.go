@@ -126,7 +126,8 @@ ablations:
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Setting: size", "| small | initial |", "| large | hacpo |", "| large | gspo2x |",
-		"## Ablations on setting size", "| small | alpha-0 |", " ± ", "ratio/cross_mean"} {
+		"## Ablations on setting size", "| small | alpha-0 |", " ± ", "ratio/cross_mean", " omega |",
+		"## The paper's claims, paired by seed", "| hacpo − gspo2x |", "| alpha-0 | test/greedy_acc |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

@@ -39,8 +39,10 @@ type CellResult struct {
 }
 
 // diagnosticKeys are averaged over steps into AgentResult.Diagnostics.
+// "omega" is the mean of the learner's omega/<source> values: ω(source,
+// learner), the factor on the other agents' samples in its update (Eq 10).
 var diagnosticKeys = []string{"ratio/self_mean", "ratio/cross_mean", "clip/self_frac", "clip/cross_lower_frac",
-	"clip/cross_upper_frac", "capability", "accuracy/train", "retokenize/changed_frac", "entropy", "loss/kl"}
+	"clip/cross_upper_frac", "omega", "capability", "accuracy/train", "grad_norm", "retokenize/changed_frac", "entropy", "loss/kl"}
 
 // Collect reads the metrics of every finished cell.
 func Collect(c *Config) ([]CellResult, error) {
@@ -90,6 +92,12 @@ func Collect(c *Config) ([]CellResult, error) {
 				if v, ok := r.Values[k]; ok && !math.IsNaN(v) {
 					sums[r.Agent][k] += v
 					counts[r.Agent][k]++
+				}
+			}
+			for k, v := range r.Values {
+				if strings.HasPrefix(k, "omega/") && !math.IsNaN(v) {
+					sums[r.Agent]["omega"] += v
+					counts[r.Agent]["omega"]++
 				}
 			}
 		}
@@ -199,6 +207,7 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 		}
 		b.WriteString("\n")
 	}
+	writeClaims(&b, results, c, keys)
 	b.WriteString("## Per-step diagnostics (means over steps and seeds)\n\n")
 	writeDiagnostics(&b, results, c)
 	md := b.String()
@@ -404,4 +413,152 @@ func curves(ctx context.Context, c *Config, results []CellResult, s Setting, met
 		}
 	}
 	return ctx.Err()
+}
+
+// A comparison is one of the paper's claims as a difference of two methods'
+// final held-out accuracy for the same agent and seed ("initial": the agent
+// before training).
+type comparison struct{ a, b, claim string }
+
+var claims = []comparison{
+	{"hacpo", "initial", "HACPO improves every agent"},
+	{"hacpo", "gspo", "HACPO beats GSPO alone"},
+	{"hacpo", "gspo2x", "HACPO beats GSPO×2 with half the rollouts"},
+	{"naive", "gspo", "Naive sharing hurts (negative expected)"},
+	{"hacpo", "naive", "HACPO beats Naive sharing"},
+}
+
+// pairedDiffs returns, per seed with both, final[key] of method a minus that of
+// method b (or minus the initial value when b is "initial") for one agent of
+// one setting, in seed order.
+func pairedDiffs(results []CellResult, setting, agent, a, b, key string) (seeds []int64, d []float64) {
+	byMethod := func(m string) map[int64]float64 {
+		out := map[int64]float64{}
+		for _, r := range results {
+			ag := r.Agents[agent]
+			if r.Setting != setting || ag == nil {
+				continue
+			}
+			switch {
+			case m == "initial" && r.Method == a:
+				if v, ok := ag.Initial[key]; ok {
+					out[r.Seed] = v
+				}
+			case r.Method == m:
+				if v, ok := ag.Final[key]; ok {
+					out[r.Seed] = v
+				}
+			}
+		}
+		return out
+	}
+	va, vb := byMethod(a), byMethod(b)
+	for s := range va {
+		if _, ok := vb[s]; ok {
+			seeds = append(seeds, s)
+		}
+	}
+	sort.Slice(seeds, func(i, j int) bool { return seeds[i] < seeds[j] })
+	d = make([]float64, len(seeds))
+	for i, s := range seeds {
+		d[i] = va[s] - vb[s]
+	}
+	return seeds, d
+}
+
+// diffCell formats paired differences as mean ± std over seeds and how many
+// seeds came out positive.
+func diffCell(d []float64) string {
+	if len(d) == 0 {
+		return "–"
+	}
+	pos := 0
+	for _, x := range d {
+		if x > 0 {
+			pos++
+		}
+	}
+	s := summarize(d)
+	if math.Abs(s.mean) < 5e-4 {
+		s.mean = 0 // no "-0.000"
+	}
+	return fmt.Sprintf("%+.3f ± %.3f (%d/%d)", s.mean, s.std, pos, s.n)
+}
+
+// writeClaims writes the paper's claims as paired differences per agent and
+// key, and the same averaged over all agents of all settings per seed; then,
+// for the ablation setting, each variant minus full HACPO.
+func writeClaims(b *strings.Builder, results []CellResult, c *Config, keys []string) {
+	b.WriteString("## The paper's claims, paired by seed\n\n")
+	b.WriteString("Each entry: final accuracy of the first method minus the second for the same agent and seed, ")
+	b.WriteString("mean ± std over seeds, and (seeds with a positive difference / seeds). ")
+	b.WriteString("\"all agents\" averages the difference over every agent of every setting within a seed first.\n\n")
+	for _, k := range keys {
+		fmt.Fprintf(b, "### %s\n\n| claim | comparison |", strings.TrimPrefix(k, "eval/"))
+		for _, s := range c.Settings {
+			for _, ag := range s.Agents {
+				fmt.Fprintf(b, " %s/%s |", s.Name, ag.Name)
+			}
+		}
+		b.WriteString(" all agents |\n|---|---|")
+		for _, s := range c.Settings {
+			for range s.Agents {
+				b.WriteString("---|")
+			}
+		}
+		b.WriteString("---|\n")
+		for _, cl := range claims {
+			fmt.Fprintf(b, "| %s | %s − %s |", cl.claim, cl.a, cl.b)
+			sum, count := map[int64]float64{}, map[int64]int{}
+			agents := 0
+			for _, s := range c.Settings {
+				for _, ag := range s.Agents {
+					seeds, d := pairedDiffs(results, s.Name, ag.Name, cl.a, cl.b, k)
+					fmt.Fprintf(b, " %s |", diffCell(d))
+					agents++
+					for i, x := range d {
+						sum[seeds[i]] += x
+						count[seeds[i]]++
+					}
+				}
+			}
+			var all []float64 // seeds that have every agent
+			for _, seed := range c.Seeds {
+				if count[seed] == agents {
+					all = append(all, sum[seed]/float64(agents))
+				}
+			}
+			fmt.Fprintf(b, " %s |\n", diffCell(all))
+		}
+		b.WriteString("\n")
+	}
+	a := c.Ablations
+	if a == nil {
+		return
+	}
+	for _, s := range c.Settings {
+		if s.Name != a.Setting {
+			continue
+		}
+		fmt.Fprintf(b, "### Ablations on %s: variant − full HACPO\n\n| variant | key |", s.Name)
+		for _, ag := range s.Agents {
+			fmt.Fprintf(b, " %s |", ag.Name)
+		}
+		b.WriteString("\n|---|---|")
+		for range s.Agents {
+			b.WriteString("---|")
+		}
+		b.WriteString("\n")
+		for _, v := range a.Variants {
+			for _, k := range keys {
+				fmt.Fprintf(b, "| %s | %s |", v.Name, strings.TrimPrefix(k, "eval/"))
+				for _, ag := range s.Agents {
+					_, d := pairedDiffs(results, s.Name, ag.Name, v.Name, "hacpo", k)
+					fmt.Fprintf(b, " %s |", diffCell(d))
+				}
+				b.WriteString("\n")
+			}
+		}
+		b.WriteString("\n")
+	}
 }

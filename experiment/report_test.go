@@ -1,0 +1,91 @@
+package experiment
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hacrl/hacrl/config"
+)
+
+// cellFor builds a finished cell with one agent's initial and final value of key.
+func cellFor(setting, method string, seed int64, agent string, initial, final float64) CellResult {
+	const key = "eval/test/greedy_acc"
+	return CellResult{Setting: setting, Method: method, Seed: seed, Agents: map[string]*AgentResult{
+		agent: {Initial: map[string]float64{key: initial}, Final: map[string]float64{key: final}},
+	}}
+}
+
+func TestPairedDiffs(t *testing.T) {
+	results := []CellResult{
+		cellFor("size", "hacpo", 1, "small", 0.2, 0.30),
+		cellFor("size", "hacpo", 2, "small", 0.2, 0.25),
+		cellFor("size", "hacpo", 3, "small", 0.2, 0.10),
+		cellFor("size", "gspo", 1, "small", 0.2, 0.20),
+		cellFor("size", "gspo", 3, "small", 0.2, 0.15),  // seed 2 missing: not paired
+		cellFor("state", "gspo", 1, "small", 0.2, 0.90), // other setting: ignored
+	}
+	for _, tc := range []struct {
+		a, b      string
+		wantSeeds []int64
+		want      []float64
+	}{
+		{"hacpo", "gspo", []int64{1, 3}, []float64{0.10, -0.05}},
+		{"hacpo", "initial", []int64{1, 2, 3}, []float64{0.10, 0.05, -0.10}},
+		{"gspo", "hacpo", []int64{1, 3}, []float64{-0.10, 0.05}},
+		{"naive", "gspo", nil, nil},
+	} {
+		seeds, d := pairedDiffs(results, "size", "small", tc.a, tc.b, "eval/test/greedy_acc")
+		if !slices.Equal(seeds, tc.wantSeeds) || len(d) != len(tc.want) {
+			t.Errorf("%s − %s: seeds %v diffs %v, want %v %v", tc.a, tc.b, seeds, d, tc.wantSeeds, tc.want)
+			continue
+		}
+		for i := range d {
+			if math.Abs(d[i]-tc.want[i]) > 1e-12 {
+				t.Errorf("%s − %s: diff %d = %v, want %v", tc.a, tc.b, i, d[i], tc.want[i])
+			}
+		}
+	}
+}
+
+func TestDiffCell(t *testing.T) {
+	for _, tc := range []struct {
+		d    []float64
+		want string
+	}{
+		{nil, "–"},
+		{[]float64{0.1}, "+0.100 ± 0.000 (1/1)"},
+		{[]float64{0.1, -0.1, 0.3}, "+0.100 ± 0.200 (2/3)"},
+		{[]float64{-0.02, -0.04}, "-0.030 ± 0.014 (0/2)"},
+	} {
+		if got := diffCell(tc.d); got != tc.want {
+			t.Errorf("diffCell(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestWriteClaimsAveragesOnlyComplete(t *testing.T) {
+	c := &Config{Seeds: []int64{1, 2}, Settings: []Setting{
+		{Name: "size", Agents: []config.Agent{{Name: "small"}, {Name: "large"}}},
+	}}
+	results := []CellResult{
+		cellFor("size", "hacpo", 1, "small", 0.2, 0.3),
+		cellFor("size", "hacpo", 1, "large", 0.4, 0.5),
+		cellFor("size", "hacpo", 2, "small", 0.2, 0.1), // seed 2 lacks "large": left out of "all agents"
+	}
+	var b strings.Builder
+	writeClaims(&b, results, c, []string{"eval/test/greedy_acc"})
+	md := b.String()
+	line := ""
+	for _, l := range strings.Split(md, "\n") {
+		if strings.HasPrefix(l, "| HACPO improves every agent |") {
+			line = l
+		}
+	}
+	// small: +0.1 (seed 1), −0.1 (seed 2); large: +0.1; all agents: seed 1 only, +0.1.
+	want := "| HACPO improves every agent | hacpo − initial | +0.000 ± 0.141 (1/2) | +0.100 ± 0.000 (1/1) | +0.100 ± 0.000 (1/1) |"
+	if line != want {
+		t.Errorf("claims row:\n got %s\nwant %s\n%s", line, want, md)
+	}
+}

@@ -61,6 +61,10 @@ type Method struct {
 	NormalizeStd *bool    `yaml:"normalize_std" json:"normalize_std,omitempty"` // divide advantages by the joint std
 	OmegaMin     *float64 `yaml:"omega_min" json:"omega_min,omitempty"`
 	OmegaMax     *float64 `yaml:"omega_max" json:"omega_max,omitempty"`
+	// CrossAdvantage is "all" (the paper) or "positive": a diagnostic beyond the
+	// paper in which other agents' samples with a negative advantage contribute
+	// nothing to the learner's update (see hacpo.Settings.CrossPositiveOnly).
+	CrossAdvantage string `yaml:"cross_advantage" json:"cross_advantage,omitempty"`
 }
 
 // Task names a generated task and its options; zero options take the task's
@@ -219,6 +223,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Method.Capability == "" {
 		c.Method.Capability = "accuracy"
+	}
+	if c.Method.CrossAdvantage == "" {
+		c.Method.CrossAdvantage = "all"
 	}
 	if c.OnNonFinite == "" {
 		c.OnNonFinite = "skip"
@@ -389,6 +396,11 @@ func (c *Config) Validate() error {
 	case "accuracy", "mean_reward":
 	default:
 		bad("method.capability", "must be accuracy or mean_reward, got %q", c.Method.Capability)
+	}
+	switch c.Method.CrossAdvantage {
+	case "all", "positive":
+	default:
+		bad("method.cross_advantage", "must be all or positive, got %q", c.Method.CrossAdvantage)
 	}
 	switch c.OnNonFinite {
 	case "skip", "stop":

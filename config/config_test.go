@@ -48,7 +48,7 @@ func TestParseValid(t *testing.T) {
 	if c.Checkpoint.Keep != 2 || c.OnNonFinite != "skip" || !*c.Eval.AtStart {
 		t.Errorf("run defaults: keep %d on_non_finite %q at_start %v", c.Checkpoint.Keep, c.OnNonFinite, *c.Eval.AtStart)
 	}
-	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil {
+	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil || c.Method.CrossAdvantage != "all" {
 		t.Errorf("method overrides: %+v", c.Method)
 	}
 }
@@ -71,6 +71,7 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"bad schedule", "schedule: cosine", "schedule: step", `agents[1].optimizer.schedule: must be constant, linear or cosine, got "step"`},
 		{"duplicate key", "steps: 10", "steps: 10\nsteps: 11", "steps (line 6): key given twice"},
 		{"eval problems for generated task", "problems: 50", "problems: 0", "eval.sets[0].problems: must be > 0"},
+		{"bad cross advantage", "alpha: 1.0}", "alpha: 1.0, cross_advantage: negative}", `method.cross_advantage: must be all or positive, got "negative"`},
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite: must be skip or stop, got "ignore"`},
 	}
 	for _, tc := range tests {

@@ -132,6 +132,12 @@
 //     factor sg(c)^α as a constant. A finite difference of Total therefore matches the
 //     gradient only with that factor held fixed (the tests do so); for α > 0 the
 //     derivative of the value itself is (1+α) times the gradient on cross terms.
+//  20. Beyond the paper, one diagnostic switch: Settings.CrossPositiveOnly zeroes the
+//     term of every cross sample with a negative advantage, so that a run learns from
+//     the other agents' successes only. It exists to separate the two halves of the
+//     cross signal when a learner degrades (Naive's PPO-min already drops most
+//     negative cross samples, since their ratio sits below 1 − ε_low); no preset
+//     sets it.
 //
 // # Numbers and determinism
 //

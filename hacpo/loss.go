@@ -102,6 +102,9 @@ func (s Settings) CrossTerm(m int, meanLP, srcMeanLP, adv, omega float64) Term {
 // the mean log-prob sgMeanLP: CrossTerm passes sgMeanLP = meanLP; tests hold it
 // fixed to take finite differences of the surrogate whose gradient Grad is.
 func (s Settings) crossTerm(m int, meanLP, srcMeanLP, adv, omega, sgMeanLP float64) Term {
+	if s.CrossPositiveOnly && adv < 0 {
+		adv = 0
+	}
 	w := 1.0
 	if s.OmegaInUpdate {
 		w = omega

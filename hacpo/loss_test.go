@@ -72,6 +72,12 @@ func TestCrossTermGolden(t *testing.T) {
 	r = math.Exp(-0.1)
 	checkTerm(t, "naive A>0", nv.CrossTerm(2, -1.1, -1.0, 0.5, 2), r, -r*0.5, -r*0.5, Below)
 	checkTerm(t, "naive A<0", nv.CrossTerm(2, -1.1, -1.0, -0.5, 2), r, 0.9997*0.5, 0, Below)
+	// CrossPositiveOnly: A < 0 contributes nothing (value and gradient 0, the ratio
+	// still reported); A > 0 is HACPO's term unchanged.
+	po := MustPreset("hacpo")
+	po.CrossPositiveOnly = true
+	checkTerm(t, "positive-only A<0", po.CrossTerm(0, -1.1, -1.0, -0.5, 2), r, 0, 0, Inside)
+	checkTerm(t, "positive-only A>0", po.CrossTerm(0, -1.1, -1.0, 0.5, 2), r, -r*r*2*0.5, -r*r*2*0.5, Inside)
 }
 
 // The lower bound tightens with m: 0.8, 0.825, 0.85, 0.875, ..., capped at 1; a

@@ -115,6 +115,11 @@ type Settings struct {
 	Stepwise bool `json:"stepwise" yaml:"stepwise"`
 	// Alpha α ≥ 0: exponential importance sampling power, factor sg(clip(s))^α (1).
 	Alpha float64 `json:"alpha" yaml:"alpha"`
+	// CrossPositiveOnly: a cross sample with a negative advantage contributes
+	// nothing (its term is 0). Not in the paper: a diagnostic that separates
+	// learning from the other agents' successes from learning against their
+	// failures (false).
+	CrossPositiveOnly bool `json:"cross_positive_only,omitempty" yaml:"cross_positive_only"`
 
 	// CapabilityBaseline: Eq 7's capability-weighted baseline (false = plain joint
 	// mean: "no-adv" and Naive).

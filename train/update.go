@@ -257,6 +257,7 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	if m.NormalizeStd != nil {
 		s.NormalizeStd = *m.NormalizeStd
 	}
+	s.CrossPositiveOnly = m.CrossAdvantage == "positive"
 	switch m.Capability {
 	case "accuracy":
 		s.Capability.Metric = hacpo.PositiveRate

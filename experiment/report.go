@@ -164,6 +164,9 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 	if err != nil {
 		return "", err
 	}
+	if err := os.MkdirAll(c.Out, 0o755); err != nil {
+		return "", fmt.Errorf("experiment: report: %w", err)
+	}
 	if err := atomicfile.WriteFile(filepath.Join(c.Out, "results.json"), append(data, '\n')); err != nil {
 		return "", err
 	}

@@ -282,18 +282,6 @@ func (n *net) gelu(x *Node) *Node {
 	})
 }
 
-// softmax is Softmax over the last axis with its backward pass written out,
-// p ⊙ (v − Σ v⊙p), instead of differentiating GoMLX's decomposed softmax:
-// neither pass then evaluates the backend's scalar Exp, which the Go backend
-// runs up to 60× slower right after a small matrix product (see "Speed" in
-// the package doc).
-func (n *net) softmax(x *Node) *Node {
-	p := StopGradient(Softmax(x, -1))
-	return n.withGradient(p, x, func(v *Node) *Node {
-		return Mul(p, Sub(v, ReduceAndKeep(Mul(v, p), ReduceSum, -1)))
-	})
-}
-
 // withGradient returns value, through which, in a training graph, the
 // adjoint v of a node shaped like x reaches x as vjp(v). value must not
 // depend on x through any differentiable path of its own.

@@ -201,13 +201,7 @@ func TestEveryMethodRunsAStep(t *testing.T) {
 		t.Run(m, func(t *testing.T) {
 			cfg := tinyConfig(t, t.TempDir(), m, 1)
 			cfg.Eval.Sets = nil
-			run, err := New(context.Background(), cfg, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := run.Train(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			run := mustTrain(t, cfg)
 			recs, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
 			if err != nil {
 				t.Fatal(err)
@@ -250,6 +244,13 @@ func TestDatasetTraining(t *testing.T) {
 	}
 	// Without the impossible evaluation, a dataset trains like a task.
 	cfg.Eval.Sets = nil
+	mustTrain(t, cfg)
+}
+
+// mustTrain builds a run of cfg and trains it to the end, failing the test on
+// any error.
+func mustTrain(t *testing.T, cfg *config.Config) *Run {
+	t.Helper()
 	run, err := New(context.Background(), cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -257,4 +258,5 @@ func TestDatasetTraining(t *testing.T) {
 	if _, err := run.Train(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	return run
 }

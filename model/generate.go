@@ -23,6 +23,7 @@ type SampleOptions struct {
 	TopK         int     // keep only the TopK most likely tokens; 0 means off
 	Greedy       bool    // take the most likely token (the lowest id among ties); ignores the rest
 	Stop         []int   // token ids that end a sequence (e.g. EOS)
+	Engine       Engine  // how to run the model; EngineAuto by default
 }
 
 // Sample is one generated continuation.
@@ -32,17 +33,31 @@ type Sample struct {
 	Stopped  bool      // ended with a stop token (else it reached MaxNewTokens or the model's MaxSeq)
 }
 
+// Engine chooses how Generate runs the model.
+type Engine string
+
+const (
+	// EngineAuto runs float32 models on the Go (CPU) backend natively and
+	// everything else on the backend's graph.
+	EngineAuto Engine = ""
+	// EngineNative runs a float32 model's decoding directly on the host CPU
+	// (see native.go), whatever the backend.
+	EngineNative Engine = "native"
+	// EngineGraph runs decoding as compiled graphs on the model's backend
+	// (the path for GPUs).
+	EngineGraph Engine = "graph"
+)
+
 // Generate continues each prompt by sampling on the host with rng, one token
-// per step, with a key/value cache on the backend. A sequence ends at a stop
-// token, after MaxNewTokens tokens, or when it fills the model's MaxSeq
-// positions.
+// per step, with a key/value cache. A sequence ends at a stop token, after
+// MaxNewTokens tokens, or when it fills the model's MaxSeq positions.
 //
-// Prompts of different lengths are left-padded to a common length bucket;
-// each row's position ids start at 0 at its first real token and padding is
-// masked out of attention, so a row's result does not depend on its batch
-// neighbours beyond float rounding. The batch is padded to a power of two
-// rows. Given the same model, prompts, options and rng state, the result is
-// the same.
+// Both engines give each row its own positions (0 at its first prompt
+// token), so a row's result does not depend on its batch neighbours beyond
+// float rounding. On the graph engine, prompts of different lengths are
+// left-padded to a common length bucket with the padding masked out of
+// attention, and the batch is padded to a power of two rows. Given the same
+// model, prompts, options, engine and rng state, the result is the same.
 func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions, rng *rand.Rand) ([]Sample, error) {
 	if err := m.checkGenerate(prompts, opt); err != nil {
 		return nil, err
@@ -50,14 +65,122 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 	if rng == nil && !opt.Greedy {
 		return nil, fmt.Errorf("model: Generate: rng is nil")
 	}
-	rows := len(prompts)
-	B := batchBucket(rows)
-	longest, steps := 0, 0
-	limit := make([]int, rows) // new tokens allowed per row
+	limit := make([]int, len(prompts)) // new tokens allowed per row
+	steps := 0
 	for i, p := range prompts {
-		longest = max(longest, len(p))
 		limit[i] = min(opt.MaxNewTokens, m.cfg.MaxSeq-len(p))
 		steps = max(steps, limit[i])
+	}
+	var run decodeRun
+	var err error
+	if m.native(opt.Engine) {
+		run, err = m.nativeRun(prompts, steps)
+	} else {
+		run, err = m.graphRun(prompts, steps)
+	}
+	if err != nil {
+		return nil, err
+	}
+	logits, err := run.start()
+	if err != nil {
+		return nil, err
+	}
+	samples := make([]Sample, len(prompts))
+	stop := func(t int) bool { return slices.Contains(opt.Stop, t) }
+	V := m.cfg.Vocab
+	var rows, next []int
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		rows, next = rows[:0], next[:0]
+		for i := range prompts {
+			s := &samples[i]
+			if s.Stopped || len(s.Tokens) >= limit[i] {
+				continue
+			}
+			tok, lp := pick(logits[i*V:(i+1)*V], opt, rng)
+			s.Tokens = append(s.Tokens, tok)
+			s.LogProbs = append(s.LogProbs, float32(lp))
+			s.Stopped = stop(tok)
+			if !s.Stopped && len(s.Tokens) < limit[i] {
+				rows, next = append(rows, i), append(next, tok)
+			}
+		}
+		if len(rows) == 0 {
+			return samples, nil
+		}
+		if logits, err = run.step(rows, next); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// decodeRun is one Generate call on one engine. start returns the logits
+// after each prompt; step feeds tokens[i] to row rows[i] (the rows still
+// sampling) and returns the next logits. Both return [rows·V] indexed by
+// prompt row; entries of rows not fed are unspecified.
+type decodeRun struct {
+	start func() ([]float64, error)
+	step  func(rows, tokens []int) ([]float64, error)
+}
+
+// native reports whether Generate runs on the native decoder.
+func (m *Model) native(e Engine) bool {
+	switch e {
+	case EngineNative:
+		return m.dtype == dtypes.Float32
+	case EngineGraph:
+		return false
+	}
+	return m.dtype == dtypes.Float32 && m.backend.String() == "go"
+}
+
+// nativeRun decodes on the host (native.go) with a cache of the slots the
+// longest prompt and steps new tokens need.
+func (m *Model) nativeRun(prompts [][]int, steps int) (decodeRun, error) {
+	dec, err := m.decoder()
+	if err != nil {
+		return decodeRun{}, err
+	}
+	longest := 0
+	for _, p := range prompts {
+		longest = max(longest, len(p))
+	}
+	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps))
+	V := m.cfg.Vocab
+	logits := make([]float64, len(prompts)*V)
+	scatter := func(rows []int, out []float32) []float64 {
+		for e, r := range rows {
+			for j, v := range out[e*V : (e+1)*V] {
+				logits[r*V+j] = float64(v)
+			}
+		}
+		return logits
+	}
+	all := make([]int, len(prompts))
+	for i := range all {
+		all[i] = i
+	}
+	one := make([][]int, len(prompts))
+	return decodeRun{
+		start: func() ([]float64, error) { return scatter(all, dec.forward(cache, all, prompts)), nil },
+		step: func(rows, tokens []int) ([]float64, error) {
+			for i, t := range tokens {
+				one[i] = append(one[i][:0], t)
+			}
+			return scatter(rows, dec.forward(cache, rows, one[:len(rows)])), nil
+		},
+	}, nil
+}
+
+// graphRun decodes with the prefill and decode graphs on the backend.
+func (m *Model) graphRun(prompts [][]int, steps int) (decodeRun, error) {
+	rows := len(prompts)
+	B := batchBucket(rows)
+	longest := 0
+	for _, p := range prompts {
+		longest = max(longest, len(p))
 	}
 	P := lengthBucket(longest)
 	S := lengthBucket(P + steps - 1) // cache slots: the last sampled token is never fed back
@@ -76,55 +199,42 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 	}
 	padT := tensors.FromFlatDataAndDimensions(pad, B)
 	params := m.snapshot()
-	out, err := call(m.prefillExec(), params,
-		tensors.FromFlatDataAndDimensions(tokens, B, P), padT, tensors.FromShape(shapes.Make(dtypes.Int32, S)))
-	if err != nil {
-		return nil, err
-	}
-	logits, cache := out[0], out[1:]
-
-	samples := make([]Sample, rows)
-	active := rows
-	stop := func(t int) bool { return slices.Contains(opt.Stop, t) }
+	var cache []*tensors.Tensor
+	slot := P
 	next := make([]int32, B)
-	for step := 0; ; step++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		V := m.cfg.Vocab
-		flat := float64s(logits)
-		for i := range rows {
-			s := &samples[i]
-			if s.Stopped || len(s.Tokens) >= limit[i] {
-				next[i] = 0
-				continue
-			}
-			tok, lp := pick(flat[i*V:(i+1)*V], opt, rng)
-			s.Tokens = append(s.Tokens, tok)
-			s.LogProbs = append(s.LogProbs, float32(lp))
-			s.Stopped = stop(tok)
-			if s.Stopped || len(s.Tokens) >= limit[i] {
-				active--
-			}
-			next[i] = int32(tok)
-		}
-		if active == 0 {
-			return samples, nil
-		}
-		args := []any{tensors.FromFlatDataAndDimensions(next, B), tensors.FromScalar(int32(P + step)), padT}
-		for _, c := range cache {
-			d, err := DonateTensorBuffer(c, m.backend, compute.DeviceNum(0))
+	return decodeRun{
+		start: func() ([]float64, error) {
+			out, err := call(m.prefillExec(), params,
+				tensors.FromFlatDataAndDimensions(tokens, B, P), padT, tensors.FromShape(shapes.Make(dtypes.Int32, S)))
 			if err != nil {
-				return nil, fmt.Errorf("model: Generate: %w", err)
+				return nil, err
 			}
-			args = append(args, d)
-		}
-		out, err := call(m.decodeExec(), params, args...)
-		if err != nil {
-			return nil, err
-		}
-		logits, cache = out[0], out[1:]
-	}
+			cache = out[1:]
+			return float64s(out[0]), nil
+		},
+		step: func(active, toks []int) ([]float64, error) {
+			clear(next)
+			for i, r := range active {
+				next[r] = int32(toks[i])
+			}
+			args := []any{tensors.FromFlatDataAndDimensions(next, B), tensors.FromScalar(int32(slot)), padT}
+			slot++
+			for _, c := range cache {
+				d, err := DonateTensorBuffer(c, m.backend, compute.DeviceNum(0))
+				if err != nil {
+					return nil, fmt.Errorf("model: Generate: %w", err)
+				}
+				args = append(args, d)
+			}
+			cache = nil // donated: gone even if the call fails
+			out, err := call(m.decodeExec(), params, args...)
+			if err != nil {
+				return nil, err
+			}
+			cache = out[1:]
+			return float64s(out[0]), nil
+		},
+	}, nil
 }
 
 func (m *Model) checkGenerate(prompts [][]int, opt SampleOptions) error {

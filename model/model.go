@@ -36,6 +36,9 @@ type Model struct {
 
 	execMu sync.Mutex
 	execs  map[string]*Exec
+
+	decMu sync.Mutex
+	dec   *decoder // the native decoder of the latest parameters, built on demand
 }
 
 // New returns a model with freshly initialized weights: normal(0, 0.02)
@@ -97,6 +100,22 @@ func (m *Model) snapshot() []*tensors.Tensor {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.params
+}
+
+// decoder returns the native decoder of the current parameters, building
+// it when they have changed since the last call.
+func (m *Model) decoder() (*decoder, error) {
+	params := m.snapshot()
+	m.decMu.Lock()
+	defer m.decMu.Unlock()
+	if m.dec == nil || m.dec.src != params[0] {
+		dec, err := newDecoder(m.cfg, m.specs, params)
+		if err != nil {
+			return nil, err
+		}
+		m.dec = dec
+	}
+	return m.dec, nil
 }
 
 func (m *Model) install(params []*tensors.Tensor) {

@@ -1,0 +1,105 @@
+package kernel
+
+import "math"
+
+// Softmax replaces x by exp(x − max x) / Σ exp(x − max x).
+func Softmax(x []float32) {
+	if len(x) == 0 {
+		return
+	}
+	top := x[0]
+	for _, v := range x {
+		top = max(top, v)
+	}
+	var total float32
+	if simdExpShift != nil {
+		total = simdExpShift(x, top)
+	} else {
+		for i, v := range x {
+			x[i] = float32(math.Exp(float64(v - top)))
+			total += x[i]
+		}
+	}
+	inv := 1 / total
+	for i := range x {
+		x[i] *= inv
+	}
+}
+
+// GELU sets out[i] = x[i]·Φ(x[i]), exact GELU: 0.5·x·(1 + erf(x/√2)).
+// erf comes from a Chebyshev series within 3e-7 of math.Erf (erfSeries).
+func GELU(out, x []float32) {
+	if simdGELU != nil {
+		simdGELU(out, x)
+		return
+	}
+	x = x[:len(out)]
+	for i, v := range x {
+		out[i] = 0.5 * v * (1 + erf32(v*(1/math.Sqrt2)))
+	}
+}
+
+// SiLUMul sets out[i] = silu(gate[i])·up[i], silu(x) = x·σ(x): Llama's
+// gated MLP.
+func SiLUMul(out, gate, up []float32) {
+	if simdSiLUMul != nil {
+		simdSiLUMul(out, gate, up)
+		return
+	}
+	gate, up = gate[:len(out)], up[:len(out)]
+	for i, g := range gate {
+		out[i] = g / (1 + float32(math.Exp(float64(-g)))) * up[i]
+	}
+}
+
+var (
+	simdExpShift func(x []float32, shift float32) float32 // x ← exp(x − shift); returns Σ
+	simdGELU     func(out, x []float32)
+	simdSiLUMul  func(out, gate, up []float32)
+)
+
+// erfRange bounds the argument of the erf series: |erf(x)| rounds to 1 in
+// float32 beyond it.
+const erfRange = 4
+
+// erfSeries holds the Chebyshev coefficients of g(u) = erf(R·t)/t, with
+// t = √((u+1)/2) on [0,1] and R = erfRange: erf is odd, so erf(z)/z is even
+// and smooth, a short series in u = 2(z/R)² − 1. They are computed from
+// math.Erf at the Chebyshev nodes (interpolation, within a few ulp of the
+// minimax series); 18 terms reach float32's rounding.
+var erfSeries = chebyshev(18, 64, func(u float64) float64 {
+	t := math.Sqrt((u + 1) / 2)
+	if t < 1e-8 {
+		return erfRange * 2 / math.Sqrt(math.Pi)
+	}
+	return math.Erf(erfRange*t) / t
+})
+
+// chebyshev returns the first n coefficients c (with c[0] halved) of the
+// Chebyshev interpolant of f on [−1,1] through m nodes: f ≈ Σ c_k T_k.
+func chebyshev(n, m int, f func(float64) float64) []float32 {
+	c := make([]float32, n)
+	for k := range n {
+		s := 0.0
+		for j := range m {
+			th := math.Pi * (float64(j) + 0.5) / float64(m)
+			s += f(math.Cos(th)) * math.Cos(float64(k)*th)
+		}
+		c[k] = float32(2 * s / float64(m))
+	}
+	c[0] /= 2
+	return c
+}
+
+// erf32 is the scalar form of the vector erf: the series by Clenshaw's
+// recurrence.
+func erf32(z float32) float32 {
+	z = min(max(z, -erfRange), erfRange)
+	t := z / erfRange
+	u := 2*t*t - 1
+	var b1, b2 float32
+	for k := len(erfSeries) - 1; k >= 1; k-- {
+		b1, b2 = 2*u*b1-b2+erfSeries[k], b1
+	}
+	return t * (u*b1 - b2 + erfSeries[0])
+}

@@ -1,0 +1,95 @@
+package kernel
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+func TestErfSeries(t *testing.T) {
+	worst := 0.0
+	for i := 0; i <= 200000; i++ {
+		z := -6 + 12*float64(i)/200000
+		worst = max(worst, math.Abs(float64(erf32(float32(z)))-math.Erf(z)))
+	}
+	if worst > 3e-7 {
+		t.Errorf("erf series: max error %.2g, want ≤ 3e-7", worst)
+	}
+}
+
+// activationInputs covers both signs, the erf clamp, exp's clamps and
+// lengths with vector tails.
+func activationInputs() [][]float32 {
+	rng := rand.New(rand.NewPCG(7, 8))
+	var xs [][]float32
+	for _, n := range []int{1, 7, 8, 13, 64, 100} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(4 * rng.NormFloat64())
+		}
+		xs = append(xs, x)
+	}
+	return append(xs, []float32{-100, -30, -8, -5.7, -1e-3, 0, 1e-7, 2, 5.7, 8, 30, 100, 88.5})
+}
+
+func TestGELU(t *testing.T) {
+	for _, x := range activationInputs() {
+		out := make([]float32, len(x))
+		GELU(out, x)
+		for i, v := range x {
+			want := 0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))
+			// erf's own error (3e-7) scaled by x/2, plus float32 rounding.
+			if d := math.Abs(float64(out[i]) - want); d > 1.5e-7*math.Abs(float64(v))+1e-6*max(1, math.Abs(want)) {
+				t.Errorf("GELU(%v) = %v, want %v", v, out[i], want)
+			}
+		}
+	}
+}
+
+func TestSiLUMul(t *testing.T) {
+	for _, x := range activationInputs() {
+		up := make([]float32, len(x))
+		for i := range up {
+			up[i] = float32(i%5) - 1.5
+		}
+		out := make([]float32, len(x))
+		SiLUMul(out, x, up)
+		for i, g := range x {
+			want := float64(g) / (1 + math.Exp(-float64(g))) * float64(up[i])
+			if d := math.Abs(float64(out[i]) - want); d > 1e-6*max(1, math.Abs(want)) {
+				t.Errorf("SiLUMul(%v, %v) = %v, want %v", g, up[i], out[i], want)
+			}
+		}
+	}
+}
+
+func TestSoftmax(t *testing.T) {
+	for _, x := range activationInputs() {
+		got := append([]float32(nil), x...)
+		Softmax(got)
+		top := math.Inf(-1)
+		for _, v := range x {
+			top = max(top, float64(v))
+		}
+		total := 0.0
+		for _, v := range x {
+			total += math.Exp(float64(v) - top)
+		}
+		for i, v := range x {
+			want := math.Exp(float64(v)-top) / total
+			if d := math.Abs(float64(got[i]) - want); d > 3e-6*want+1e-9 {
+				t.Errorf("Softmax of %d: [%d] = %v, want %v", len(x), i, got[i], want)
+			}
+		}
+	}
+}
+
+func BenchmarkGELU(b *testing.B) {
+	x := activationInputs()[4]
+	x = append(append(append(x, x...), x...), x...)
+	out := make([]float32, len(x))
+	for b.Loop() {
+		GELU(out, x)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/element")
+}

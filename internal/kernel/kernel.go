@@ -1,0 +1,155 @@
+// Package kernel holds the float32 CPU kernels of hacrl's native decoder:
+// a matrix product spread over the machine's cores, and the vector helpers
+// of attention. On amd64 builds with GOEXPERIMENT=simd and a CPU with AVX2
+// and FMA, the products run on 8-wide fused multiply-adds; elsewhere a
+// portable loop computes the same sums.
+//
+// Results depend only on the build and the operands' shapes, never on the
+// number of cores: work is split between goroutines along output columns in
+// whole blocks, and every output element is accumulated in the same order
+// (k ascending) whichever goroutine computes it.
+package kernel
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// colBlock is the width of the column blocks the product is split into; the
+// SIMD micro-kernel computes 4 rows × colBlock columns at a time.
+const colBlock = 16
+
+// minParallelWork is the number of multiply-adds below which a product stays
+// on the calling goroutine: starting goroutines costs more than it saves.
+const minParallelWork = 1 << 16
+
+// MatMul sets out = x·w (+ bias) for row-major x [m,k], w [k,n], out [m,n]
+// and bias [n] (or nil).
+func MatMul(out, x, w, bias []float32, m, k, n int) {
+	switch {
+	case len(x) < m*k || len(w) < k*n || len(out) < m*n:
+		panic(fmt.Sprintf("kernel: MatMul %d×%d·%d×%d: operands of %d, %d and %d elements", m, k, k, n, len(x), len(w), len(out)))
+	case bias != nil && len(bias) < n:
+		panic(fmt.Sprintf("kernel: MatMul: bias of %d elements for %d columns", len(bias), n))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	blocks := (n + colBlock - 1) / colBlock
+	workers := min(runtime.GOMAXPROCS(0), blocks, max(1, m*k*n/minParallelWork))
+	if workers <= 1 {
+		matMulCols(out, x, w, bias, m, k, n, 0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range workers {
+		lo, hi := blocks*i/workers*colBlock, min(n, blocks*(i+1)/workers*colBlock)
+		wg.Go(func() { matMulCols(out, x, w, bias, m, k, n, lo, hi) })
+	}
+	wg.Wait()
+}
+
+// matMulCols computes the output columns [lo,hi) of MatMul.
+func matMulCols(out, x, w, bias []float32, m, k, n, lo, hi int) {
+	if simdMatMul != nil {
+		simdMatMul(out, x, w, bias, m, k, n, lo, hi)
+		return
+	}
+	for i := range m {
+		row := out[i*n+lo : i*n+hi]
+		if bias != nil {
+			copy(row, bias[lo:hi])
+		} else {
+			clear(row)
+		}
+		for p, a := range x[i*k : i*k+k] {
+			Axpy(row, a, w[p*n+lo:p*n+hi])
+		}
+	}
+}
+
+// simdMatMul, when the build and CPU allow, computes the output columns
+// [lo,hi) of MatMul with vector instructions.
+var simdMatMul func(out, x, w, bias []float32, m, k, n, lo, hi int)
+
+// simdAxpy and simdDot are the vector forms of Axpy and Dot, when available.
+var (
+	simdAxpy func(y []float32, a float32, x []float32)
+	simdDot  func(a, b []float32) float32
+)
+
+// Axpy adds a·x to y (len(y) elements).
+func Axpy(y []float32, a float32, x []float32) {
+	if simdAxpy != nil {
+		simdAxpy(y, a, x)
+		return
+	}
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += a * x[i]
+	}
+}
+
+// Dot is Σ a[i]·b[i] over len(a) elements.
+func Dot(a, b []float32) float32 {
+	if simdDot != nil {
+		return simdDot(a, b)
+	}
+	b = b[:len(a)]
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// Parallel runs fn over [0,n) split into contiguous ranges, one per core
+// (at most), each at least minChunk long, and waits for them.
+func Parallel(n, minChunk int, fn func(lo, hi int)) {
+	workers := min(runtime.GOMAXPROCS(0), max(1, n/max(1, minChunk)))
+	if workers <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for i := range workers {
+		lo, hi := n*i/workers, n*(i+1)/workers
+		wg.Go(func() { fn(lo, hi) })
+	}
+	wg.Wait()
+}
+
+// Attention sets out [dh] to softmax(q·K)·V over n key slots for one query
+// q [dh] (already scaled): keys are held transposed, row d of K at
+// keys[d·stride:], so slot s of key row d is keys[d·stride+s]; value slot s
+// is values[s·dh:(s+1)·dh]. scores needs n elements of scratch space.
+func Attention(out, q, keys, values, scores []float32, n, stride int) {
+	dh := len(q)
+	s := scores[:n]
+	if simdScores != nil {
+		simdScores(s, q, keys, stride)
+	} else {
+		clear(s)
+		for d, qd := range q {
+			Axpy(s, qd, keys[d*stride:])
+		}
+	}
+	Softmax(s)
+	o := out[:dh]
+	if simdWeightedSum != nil {
+		simdWeightedSum(o, s, values)
+		return
+	}
+	clear(o)
+	for j, p := range s {
+		Axpy(o, p, values[j*dh:])
+	}
+}
+
+// simdScores sets s[j] = Σ_d q[d]·keys[d·stride+j]; simdWeightedSum sets
+// o = Σ_j p[j]·values[j·len(o):].
+var (
+	simdScores      func(s, q, keys []float32, stride int)
+	simdWeightedSum func(o, p, values []float32)
+)

@@ -1,0 +1,306 @@
+//go:build amd64 && goexperiment.simd
+
+package kernel
+
+import (
+	"math"
+	"simd/archsimd"
+)
+
+func init() {
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		simdMatMul, simdAxpy, simdDot = matMulAVX2, axpyAVX2, dotAVX2
+	}
+}
+
+// matMulAVX2 computes output columns [lo,hi) of x [m,k] · w [k,n] (+ bias):
+// for each block of 16 columns (8 at the end, then a partial 8), rows four
+// at a time keep their 4×16 sums in registers over the whole k loop.
+func matMulAVX2(out, x, w, bias []float32, m, k, n, lo, hi int) {
+	defer archsimd.ClearAVXUpperBits()
+	for c := lo; c < hi; c += 16 {
+		width := min(16, hi-c)
+		i := 0
+		for ; i+4 <= m; i += 4 {
+			block4(out, x, w, bias, i, k, n, c, width)
+		}
+		for ; i < m; i++ {
+			block1(out, x, w, bias, i, k, n, c, width)
+		}
+	}
+}
+
+// load8 loads up to 8 floats of s (zeros past its end).
+func load8(s []float32) archsimd.Float32x8 { return archsimd.LoadFloat32x8SlicePart(s) }
+
+func block4(out, x, w, bias []float32, i, k, n, c, width int) {
+	var b0, b1 archsimd.Float32x8
+	if bias != nil {
+		b0, b1 = load8(bias[c:c+min(8, width)]), load8(bias[c+min(8, width):c+width])
+	}
+	c00, c01, c10, c11, c20, c21, c30, c31 := b0, b1, b0, b1, b0, b1, b0, b1
+	x0, x1, x2, x3 := x[i*k:i*k+k], x[(i+1)*k:(i+1)*k+k], x[(i+2)*k:(i+2)*k+k], x[(i+3)*k:(i+3)*k+k]
+	if width == 16 {
+		for p := range k {
+			wp := w[p*n+c : p*n+c+16]
+			w0, w1 := archsimd.LoadFloat32x8Slice(wp), archsimd.LoadFloat32x8Slice(wp[8:])
+			a := archsimd.BroadcastFloat32x8(x0[p])
+			c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
+			a = archsimd.BroadcastFloat32x8(x1[p])
+			c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
+			a = archsimd.BroadcastFloat32x8(x2[p])
+			c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
+			a = archsimd.BroadcastFloat32x8(x3[p])
+			c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
+		}
+	} else {
+		h := min(8, width)
+		for p := range k {
+			wp := w[p*n+c : p*n+c+width]
+			w0, w1 := load8(wp[:h]), load8(wp[h:])
+			a := archsimd.BroadcastFloat32x8(x0[p])
+			c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
+			a = archsimd.BroadcastFloat32x8(x1[p])
+			c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
+			a = archsimd.BroadcastFloat32x8(x2[p])
+			c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
+			a = archsimd.BroadcastFloat32x8(x3[p])
+			c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
+		}
+	}
+	store2(out[i*n+c:i*n+c+width], c00, c01)
+	store2(out[(i+1)*n+c:(i+1)*n+c+width], c10, c11)
+	store2(out[(i+2)*n+c:(i+2)*n+c+width], c20, c21)
+	store2(out[(i+3)*n+c:(i+3)*n+c+width], c30, c31)
+}
+
+func block1(out, x, w, bias []float32, i, k, n, c, width int) {
+	h := min(8, width)
+	var c0, c1 archsimd.Float32x8
+	if bias != nil {
+		c0, c1 = load8(bias[c:c+h]), load8(bias[c+h:c+width])
+	}
+	for p, xp := range x[i*k : i*k+k] {
+		wp := w[p*n+c : p*n+c+width]
+		a := archsimd.BroadcastFloat32x8(xp)
+		c0, c1 = a.MulAdd(load8(wp[:h]), c0), a.MulAdd(load8(wp[h:]), c1)
+	}
+	store2(out[i*n+c:i*n+c+width], c0, c1)
+}
+
+// store2 stores the first len(s) of the 16 lanes of (v0, v1) into s.
+func store2(s []float32, v0, v1 archsimd.Float32x8) {
+	if len(s) == 16 {
+		v0.StoreSlice(s)
+		v1.StoreSlice(s[8:])
+		return
+	}
+	h := min(8, len(s))
+	v0.StoreSlicePart(s[:h])
+	v1.StoreSlicePart(s[h:])
+}
+
+func axpyAVX2(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	av := archsimd.BroadcastFloat32x8(a)
+	i := 0
+	for ; i+8 <= len(y); i += 8 {
+		av.MulAdd(archsimd.LoadFloat32x8Slice(x[i:]), archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
+	}
+	if i < len(y) {
+		av.MulAdd(load8(x[i:]), load8(y[i:])).StoreSlicePart(y[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func dotAVX2(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s archsimd.Float32x8
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		s = archsimd.LoadFloat32x8Slice(a[i:]).MulAdd(archsimd.LoadFloat32x8Slice(b[i:]), s)
+	}
+	if i < len(a) {
+		s = load8(a[i:]).MulAdd(load8(b[i:]), s)
+	}
+	var lanes [8]float32
+	s.Store(&lanes)
+	archsimd.ClearAVXUpperBits()
+	return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
+}
+
+func init() {
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		simdExpShift, simdGELU, simdSiLUMul = expShiftAVX2, geluAVX2, siluMulAVX2
+		simdScores, simdWeightedSum = scoresAVX2, weightedSumAVX2
+		expConst = [...]archsimd.Float32x8{
+			archsimd.BroadcastFloat32x8(expMax), archsimd.BroadcastFloat32x8(expMin), archsimd.BroadcastFloat32x8(log2e),
+			archsimd.BroadcastFloat32x8(-ln2Hi), archsimd.BroadcastFloat32x8(-ln2Lo),
+		}
+		for i, c := range [...]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1} {
+			expTaylor[i] = archsimd.BroadcastFloat32x8(c)
+		}
+		for _, c := range erfSeries {
+			erfVectors = append(erfVectors, archsimd.BroadcastFloat32x8(c))
+		}
+	}
+}
+
+// Constants of exp: e^x = 2^n·e^r with n = round(x/ln2) and r = x − n·ln2,
+// ln2 split in two so that n·ln2Hi is exact.
+const (
+	log2e  = 1.44269504088896341
+	ln2Hi  = 0.693359375
+	ln2Lo  = -2.12194440e-4
+	expMax = 88.0
+	expMin = -87.0
+)
+
+// expConst holds expMax, expMin, log2e, −ln2Hi and −ln2Lo, and expTaylor
+// the Taylor coefficients 1/7!, …, 1/1!, 1, broadcast (set by init).
+var (
+	expConst  [5]archsimd.Float32x8
+	expTaylor [8]archsimd.Float32x8
+)
+
+// exp8 is e^x lane by lane: the range reduction above, e^r by its Taylor
+// series to r⁷/7! (|r| ≤ ln2/2: within an ulp or two), and 2^n built in
+// the exponent bits.
+func exp8(x archsimd.Float32x8) archsimd.Float32x8 {
+	x = x.Min(expConst[0]).Max(expConst[1])
+	n := x.Mul(expConst[2]).RoundToEven()
+	r := n.MulAdd(expConst[3], x)
+	r = n.MulAdd(expConst[4], r)
+	p := expTaylor[0]
+	for _, c := range expTaylor[1:] {
+		p = p.MulAdd(r, c)
+	}
+	scale := n.ConvertToInt32().Add(archsimd.BroadcastInt32x8(127)).ShiftAllLeft(23).AsFloat32x8()
+	return p.Mul(scale)
+}
+
+func expShiftAVX2(x []float32, shift float32) float32 {
+	s := archsimd.BroadcastFloat32x8(shift)
+	var sum archsimd.Float32x8
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		e := exp8(archsimd.LoadFloat32x8Slice(x[i:]).Sub(s))
+		e.StoreSlice(x[i:])
+		sum = sum.Add(e)
+	}
+	var lanes [8]float32
+	sum.Store(&lanes)
+	total := ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
+	if i < len(x) {
+		e := exp8(load8(x[i:]).Sub(s))
+		e.StoreSlicePart(x[i:])
+		e.Store(&lanes)
+		for j := range len(x) - i {
+			total += lanes[j]
+		}
+	}
+	archsimd.ClearAVXUpperBits()
+	return total
+}
+
+// erfVectors are erfSeries's coefficients broadcast to all lanes (set by
+// init where the CPU has AVX2).
+var erfVectors []archsimd.Float32x8
+
+// erf8 is erf lane by lane (see erfSeries).
+func erf8(z archsimd.Float32x8) archsimd.Float32x8 {
+	t := z.Min(archsimd.BroadcastFloat32x8(erfRange)).Max(archsimd.BroadcastFloat32x8(-erfRange)).
+		Mul(archsimd.BroadcastFloat32x8(1.0 / erfRange))
+	u := t.Mul(t).Mul(archsimd.BroadcastFloat32x8(2)).Sub(archsimd.BroadcastFloat32x8(1))
+	u2 := u.Add(u)
+	var b1, b2 archsimd.Float32x8
+	for k := len(erfVectors) - 1; k >= 1; k-- {
+		b1, b2 = u2.MulAdd(b1, erfVectors[k].Sub(b2)), b1
+	}
+	return t.Mul(u.MulAdd(b1, erfVectors[0].Sub(b2)))
+}
+
+func geluAVX2(out, x []float32) {
+	x = x[:len(out)]
+	half, one, invSqrt2 := archsimd.BroadcastFloat32x8(0.5), archsimd.BroadcastFloat32x8(1), archsimd.BroadcastFloat32x8(1/math.Sqrt2)
+	gelu := func(v archsimd.Float32x8) archsimd.Float32x8 {
+		return v.Mul(half).Mul(erf8(v.Mul(invSqrt2)).Add(one))
+	}
+	i := 0
+	for ; i+8 <= len(out); i += 8 {
+		gelu(archsimd.LoadFloat32x8Slice(x[i:])).StoreSlice(out[i:])
+	}
+	if i < len(out) {
+		gelu(load8(x[i:])).StoreSlicePart(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func siluMulAVX2(out, gate, up []float32) {
+	gate, up = gate[:len(out)], up[:len(out)]
+	one := archsimd.BroadcastFloat32x8(1)
+	silu := func(g, u archsimd.Float32x8) archsimd.Float32x8 {
+		var zero archsimd.Float32x8
+		return g.Mul(u).Div(exp8(zero.Sub(g)).Add(one))
+	}
+	i := 0
+	for ; i+8 <= len(out); i += 8 {
+		silu(archsimd.LoadFloat32x8Slice(gate[i:]), archsimd.LoadFloat32x8Slice(up[i:])).StoreSlice(out[i:])
+	}
+	if i < len(out) {
+		silu(load8(gate[i:]), load8(up[i:])).StoreSlicePart(out[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func scoresAVX2(s, q, keys []float32, stride int) {
+	j := 0
+	for ; j+32 <= len(s); j += 32 { // four independent chains of 8 slots
+		var a0, a1, a2, a3 archsimd.Float32x8
+		for d, qd := range q {
+			k := keys[d*stride+j : d*stride+j+32]
+			b := archsimd.BroadcastFloat32x8(qd)
+			a0 = b.MulAdd(archsimd.LoadFloat32x8Slice(k), a0)
+			a1 = b.MulAdd(archsimd.LoadFloat32x8Slice(k[8:]), a1)
+			a2 = b.MulAdd(archsimd.LoadFloat32x8Slice(k[16:]), a2)
+			a3 = b.MulAdd(archsimd.LoadFloat32x8Slice(k[24:]), a3)
+		}
+		a0.StoreSlice(s[j:])
+		a1.StoreSlice(s[j+8:])
+		a2.StoreSlice(s[j+16:])
+		a3.StoreSlice(s[j+24:])
+	}
+	for ; j < len(s); j += 8 {
+		w := min(8, len(s)-j)
+		var a archsimd.Float32x8
+		for d, qd := range q {
+			a = archsimd.BroadcastFloat32x8(qd).MulAdd(load8(keys[d*stride+j:d*stride+j+w]), a)
+		}
+		a.StoreSlicePart(s[j : j+w])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func weightedSumAVX2(o, p, values []float32) {
+	dh := len(o)
+	if dh%8 != 0 || dh > 64 {
+		clear(o)
+		for j, pj := range p {
+			axpyAVX2(o, pj, values[j*dh:])
+		}
+		return
+	}
+	var acc [8]archsimd.Float32x8
+	n := dh / 8
+	for j, pj := range p {
+		v := values[j*dh : (j+1)*dh]
+		b := archsimd.BroadcastFloat32x8(pj)
+		for i := range n {
+			acc[i] = b.MulAdd(archsimd.LoadFloat32x8Slice(v[8*i:]), acc[i])
+		}
+	}
+	for i := range n {
+		acc[i].StoreSlice(o[8*i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}

@@ -1,0 +1,187 @@
+package kernel
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+)
+
+func random(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+// naive is x·w + bias in float64.
+func naive(x, w, bias []float32, m, k, n int) []float64 {
+	out := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			s := 0.0
+			if bias != nil {
+				s = float64(bias[j])
+			}
+			for p := range k {
+				s += float64(x[i*k+p]) * float64(w[p*n+j])
+			}
+			out[i*n+j] = s
+		}
+	}
+	return out
+}
+
+func TestMatMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct{ m, k, n int }{
+		{1, 1, 1}, {3, 5, 7}, {4, 8, 16}, {5, 9, 17}, {7, 33, 24}, {32, 128, 384}, {33, 64, 344}, {2, 300, 40}, {64, 256, 1031},
+	} {
+		for _, withBias := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%dx%dx%d/bias=%v", tc.m, tc.k, tc.n, withBias), func(t *testing.T) {
+				x, w := random(rng, tc.m*tc.k), random(rng, tc.k*tc.n)
+				var bias []float32
+				if withBias {
+					bias = random(rng, tc.n)
+				}
+				out := random(rng, tc.m*tc.n) // stale values must be overwritten
+				MatMul(out, x, w, bias, tc.m, tc.k, tc.n)
+				want := naive(x, w, bias, tc.m, tc.k, tc.n)
+				for i, v := range out {
+					if d := math.Abs(float64(v) - want[i]); d > 1e-4*math.Sqrt(float64(tc.k)) {
+						t.Fatalf("out[%d,%d] = %v, want %v", i/tc.n, i%tc.n, v, want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestMatMulIndependentOfCores checks that the split between goroutines
+// does not change a single bit of the result.
+func TestMatMulIndependentOfCores(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	m, k, n := 37, 200, 1000
+	x, w, bias := random(rng, m*k), random(rng, k*n), random(rng, n)
+	run := func(procs int) []float32 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		out := make([]float32, m*n)
+		MatMul(out, x, w, bias, m, k, n)
+		return out
+	}
+	one := run(1)
+	for _, p := range []int{2, 3, 7} {
+		for i, v := range run(p) {
+			if v != one[i] {
+				t.Fatalf("GOMAXPROCS=%d: out[%d] = %v, with one core %v", p, i, v, one[i])
+			}
+		}
+	}
+}
+
+func TestMatMulPanicsOnShortOperands(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for a short weight")
+		}
+	}()
+	MatMul(make([]float32, 4), make([]float32, 4), make([]float32, 3), nil, 2, 2, 2)
+}
+
+func TestDotAxpy(t *testing.T) {
+	a, b := []float32{1, 2, 3}, []float32{4, 5, 6, 7}
+	if got := Dot(a, b); got != 32 {
+		t.Errorf("Dot = %v, want 32", got)
+	}
+	y := []float32{1, 1}
+	Axpy(y, 2, []float32{3, 4, 5})
+	if y[0] != 7 || y[1] != 9 {
+		t.Errorf("Axpy = %v, want [7 9]", y)
+	}
+}
+
+func TestParallelCoversRange(t *testing.T) {
+	for _, n := range []int{0, 1, 5, 100} {
+		seen := make([]int, n)
+		ch := make(chan [2]int, 64)
+		Parallel(n, 3, func(lo, hi int) { ch <- [2]int{lo, hi} })
+		close(ch)
+		for r := range ch {
+			for i := r[0]; i < r[1]; i++ {
+				seen[i]++
+			}
+		}
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("n=%d: index %d covered %d times", n, i, c)
+			}
+		}
+	}
+}
+
+func BenchmarkMatMul(b *testing.B) {
+	for _, s := range []struct{ m, k, n int }{{32, 128, 384}, {32, 128, 512}, {32, 512, 128}, {32, 256, 1024}, {32, 1024, 256}} {
+		b.Run(fmt.Sprintf("%dx%dx%d", s.m, s.k, s.n), func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			x, w, out := random(rng, s.m*s.k), random(rng, s.k*s.n), make([]float32, s.m*s.n)
+			for b.Loop() {
+				MatMul(out, x, w, nil, s.m, s.k, s.n)
+			}
+			b.ReportMetric(float64(2*s.m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+func TestDotAxpyLengths(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100} {
+		a, b := random(rng, n), random(rng, n)
+		want := 0.0
+		for i := range a {
+			want += float64(a[i]) * float64(b[i])
+		}
+		if got := Dot(a, b); math.Abs(float64(got)-want) > 1e-5*float64(n+1) {
+			t.Errorf("Dot of %d = %v, want %v", n, got, want)
+		}
+		y := append([]float32(nil), b...)
+		Axpy(y, 0.5, a)
+		for i := range y {
+			if w := float64(b[i]) + 0.5*float64(a[i]); math.Abs(float64(y[i])-w) > 1e-6 {
+				t.Fatalf("Axpy of %d: y[%d] = %v, want %v", n, i, y[i], w)
+			}
+		}
+	}
+}
+
+func TestAttention(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	for _, tc := range []struct{ dh, n, stride int }{{32, 1, 64}, {32, 37, 64}, {8, 64, 64}, {16, 70, 96}, {12, 5, 8}, {64, 33, 40}, {80, 9, 9}} {
+		q, keys, values := random(rng, tc.dh), random(rng, tc.dh*tc.stride), random(rng, tc.stride*tc.dh)
+		out, scores := make([]float32, tc.dh), make([]float32, tc.n)
+		Attention(out, q, keys, values, scores, tc.n, tc.stride)
+		logits := make([]float64, tc.n)
+		top := math.Inf(-1)
+		for j := range logits {
+			for d := range tc.dh {
+				logits[j] += float64(q[d]) * float64(keys[d*tc.stride+j])
+			}
+			top = max(top, logits[j])
+		}
+		total := 0.0
+		for j := range logits {
+			logits[j] = math.Exp(logits[j] - top)
+			total += logits[j]
+		}
+		for d := range tc.dh {
+			want := 0.0
+			for j := range logits {
+				want += logits[j] / total * float64(values[j*tc.dh+d])
+			}
+			if math.Abs(float64(out[d])-want) > 2e-5 {
+				t.Fatalf("dh=%d n=%d: out[%d] = %v, want %v", tc.dh, tc.n, d, out[d], want)
+			}
+		}
+	}
+}

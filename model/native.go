@@ -1,0 +1,336 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/hacrl/hacrl/internal/kernel"
+)
+
+// decoder is the native CPU inference path: the model's float32 weights
+// copied to host memory and a forward pass written directly over them, with
+// per-row key/value caches. It computes the same functions as the graph
+// (see the package doc's "Architectures"), in float32, and is used by
+// Generate on the Go backend: a decoding step there is dozens of small
+// products that the backend runs at a few GFLOP/s, while kernel.MatMul runs
+// them near the machine's peak.
+type decoder struct {
+	cfg    Config
+	src    *tensors.Tensor // the first parameter tensor it was built from
+	embed  []float32       // [V,d] token embeddings
+	pos    []float32       // gpt: [MaxSeq,d] learned positions
+	layers []decoderLayer
+	normW  []float32 // final norm
+	normB  []float32 // gpt
+	head   []float32 // [d,V]: the LM head (or the tied embeddings) transposed
+	// invFreq are llama's rotary frequencies θ^(−2i/Dh) as float32.
+	invFreq []float32
+}
+
+// decoderLayer holds one block's weights in product order: the attention
+// input projection has the q | k | v columns of all heads side by side, and
+// llama's gate and up projections share one matrix (gate columns first).
+type decoderLayer struct {
+	norm1W, norm1B []float32
+	qkvW, qkvB     []float32 // [d,(H+2·KVH)·Dh], bias or nil
+	outW, outB     []float32 // [H·Dh,d]
+	norm2W, norm2B []float32
+	upW, upB       []float32 // gpt c_fc [d,hid]; llama gate|up [d,2·hid]
+	downW, downB   []float32 // [hid,d]
+}
+
+// newDecoder copies params (float32, in paramSpecs order) to the host.
+func newDecoder(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decoder, error) {
+	w := make(map[string][]float32, len(specs))
+	for i, s := range specs {
+		if params[i].DType() != dtypes.Float32 {
+			return nil, fmt.Errorf("model: native decoder: parameter %s is %s, want float32", s.name, params[i].DType())
+		}
+		w[s.name] = tensors.MustCopyFlatData[float32](params[i])
+	}
+	d, dh := cfg.Dim, cfg.HeadDim()
+	dec := &decoder{cfg: cfg, src: params[0], embed: w[cfg.embeddingName()]}
+	headW := w["lm_head.weight"]
+	if headW == nil {
+		headW = dec.embed
+	}
+	dec.head = transpose(headW, cfg.Vocab, d)
+	if cfg.Family == "gpt" {
+		dec.pos, dec.normW, dec.normB = w["wpe.weight"], w["ln_f.weight"], w["ln_f.bias"]
+		for l := range cfg.Layers {
+			p := fmt.Sprintf("h.%d.", l)
+			dec.layers = append(dec.layers, decoderLayer{
+				norm1W: w[p+"ln_1.weight"], norm1B: w[p+"ln_1.bias"],
+				qkvW: w[p+"attn.c_attn.weight"], qkvB: w[p+"attn.c_attn.bias"],
+				outW: w[p+"attn.c_proj.weight"], outB: w[p+"attn.c_proj.bias"],
+				norm2W: w[p+"ln_2.weight"], norm2B: w[p+"ln_2.bias"],
+				upW: w[p+"mlp.c_fc.weight"], upB: w[p+"mlp.c_fc.bias"],
+				downW: w[p+"mlp.c_proj.weight"], downB: w[p+"mlp.c_proj.bias"],
+			})
+		}
+		return dec, nil
+	}
+	dec.normW = w["model.norm.weight"]
+	dec.invFreq = make([]float32, dh/2)
+	for i := range dec.invFreq {
+		dec.invFreq[i] = float32(1 / math.Pow(cfg.RopeTheta, float64(2*i)/float64(dh)))
+	}
+	q, kv := cfg.Heads*dh, cfg.KVHeads*dh
+	for l := range cfg.Layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		a := p + "self_attn."
+		layer := decoderLayer{
+			norm1W: w[p+"input_layernorm.weight"],
+			qkvW:   concatColumns(d, []int{q, kv, kv}, w[a+"q_proj.weight"], w[a+"k_proj.weight"], w[a+"v_proj.weight"]),
+			outW:   w[a+"o_proj.weight"], outB: w[a+"o_proj.bias"],
+			norm2W: w[p+"post_attention_layernorm.weight"],
+			upW:    concatColumns(d, []int{cfg.Hidden, cfg.Hidden}, w[p+"mlp.gate_proj.weight"], w[p+"mlp.up_proj.weight"]),
+			downW:  w[p+"mlp.down_proj.weight"],
+		}
+		if cfg.AttentionBias {
+			layer.qkvB = append(append(append([]float32(nil), w[a+"q_proj.bias"]...), w[a+"k_proj.bias"]...), w[a+"v_proj.bias"]...)
+		}
+		dec.layers = append(dec.layers, layer)
+	}
+	return dec, nil
+}
+
+// concatColumns places row-major matrices [rows,widths[i]] side by side.
+func concatColumns(rows int, widths []int, parts ...[]float32) []float32 {
+	total := 0
+	for _, w := range widths {
+		total += w
+	}
+	out := make([]float32, rows*total)
+	for r := range rows {
+		at := r * total
+		for i, p := range parts {
+			at += copy(out[at:], p[r*widths[i]:(r+1)*widths[i]])
+		}
+	}
+	return out
+}
+
+// kvCache holds the keys and values of a batch of rows: per layer, keys as
+// [row,KVH,Dh,S] (so a query's scores over all slots are a sum of rows
+// scaled by its entries) and values as [row,KVH,S,Dh]. length[r] slots of
+// row r are filled; a row's tokens sit at slots 0, 1, … (its positions).
+type kvCache struct {
+	slots  int
+	keys   [][]float32
+	values [][]float32
+	length []int
+}
+
+func (dec *decoder) newCache(rows, slots int) *kvCache {
+	c := &kvCache{slots: slots, length: make([]int, rows)}
+	size := rows * dec.cfg.KVHeads * dec.cfg.HeadDim() * slots
+	for range dec.cfg.Layers {
+		c.keys = append(c.keys, make([]float32, size))
+		c.values = append(c.values, make([]float32, size))
+	}
+	return c
+}
+
+// forward appends tokens[e] to the cache of row rows[e] for every entry e
+// and returns the logits after each entry's last token, [len(rows)·V].
+func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
+	cfg := dec.cfg
+	d, dh := cfg.Dim, cfg.HeadDim()
+	// Flatten the entries into N token rows with their cache row and slot.
+	var row, slot []int
+	last := make([]int, len(rows)) // index of each entry's last token
+	for e, r := range rows {
+		for j := range tokens[e] {
+			row, slot = append(row, r), append(slot, c.length[r]+j)
+		}
+		last[e] = len(row) - 1
+	}
+	n := len(row)
+	x := make([]float32, n*d)
+	i := 0
+	for e := range rows {
+		for _, t := range tokens[e] {
+			xi := x[i*d : (i+1)*d]
+			copy(xi, dec.embed[t*d:(t+1)*d])
+			if dec.pos != nil {
+				for j, p := range dec.pos[slot[i]*d : (slot[i]+1)*d] {
+					xi[j] += p
+				}
+			}
+			i++
+		}
+	}
+	qkvWidth := (cfg.Heads + 2*cfg.KVHeads) * dh
+	h := make([]float32, n*d)
+	qkv := make([]float32, n*qkvWidth)
+	att := make([]float32, n*cfg.Heads*dh)
+	upWidth := len(dec.layers[0].upW) / d
+	up := make([]float32, n*upWidth)
+	hidden := up
+	if cfg.Family == "llama" {
+		hidden = make([]float32, n*cfg.Hidden)
+	}
+	for l, ly := range dec.layers {
+		dec.norm(h, x, ly.norm1W, ly.norm1B, n)
+		kernel.MatMul(qkv, h, ly.qkvW, ly.qkvB, n, d, qkvWidth)
+		if dec.invFreq != nil {
+			dec.rope(qkv, slot, qkvWidth)
+		}
+		dec.store(c, l, qkv, row, slot, qkvWidth)
+		dec.attend(c, l, att, qkv, row, slot, qkvWidth)
+		kernel.MatMul(h, att, ly.outW, ly.outB, n, cfg.Heads*dh, d)
+		addTo(x, h)
+		dec.norm(h, x, ly.norm2W, ly.norm2B, n)
+		kernel.MatMul(up, h, ly.upW, ly.upB, n, d, upWidth)
+		dec.activate(hidden, up, n)
+		kernel.MatMul(h, hidden, ly.downW, ly.downB, n, len(hidden)/n, d)
+		addTo(x, h)
+	}
+	for e, r := range rows {
+		c.length[r] += len(tokens[e])
+	}
+	xl := make([]float32, len(rows)*d)
+	for e, i := range last {
+		copy(xl[e*d:(e+1)*d], x[i*d:(i+1)*d])
+	}
+	hl := make([]float32, len(xl))
+	dec.norm(hl, xl, dec.normW, dec.normB, len(rows))
+	logits := make([]float32, len(rows)*cfg.Vocab)
+	kernel.MatMul(logits, hl, dec.head, nil, len(rows), d, cfg.Vocab)
+	return logits
+}
+
+func addTo(x, y []float32) {
+	for i, v := range y {
+		x[i] += v
+	}
+}
+
+// norm writes LayerNorm (gain w, bias b) or, with b == nil on llama,
+// RMSNorm of the n rows of x into out.
+func (dec *decoder) norm(out, x, w, b []float32, n int) {
+	d, eps := dec.cfg.Dim, dec.cfg.NormEps
+	for i := range n {
+		xi, oi := x[i*d:(i+1)*d], out[i*d:(i+1)*d]
+		if dec.cfg.Family == "gpt" {
+			mean := 0.0
+			for _, v := range xi {
+				mean += float64(v)
+			}
+			mean /= float64(d)
+			variance := 0.0
+			for _, v := range xi {
+				variance += (float64(v) - mean) * (float64(v) - mean)
+			}
+			inv := 1 / math.Sqrt(variance/float64(d)+eps)
+			for j, v := range xi {
+				oi[j] = float32((float64(v)-mean)*inv)*w[j] + b[j]
+			}
+			continue
+		}
+		ms := 0.0
+		for _, v := range xi {
+			ms += float64(v) * float64(v)
+		}
+		inv := float32(1 / math.Sqrt(ms/float64(d)+eps))
+		for j, v := range xi {
+			oi[j] = v * inv * w[j]
+		}
+	}
+}
+
+// rope rotates the query and key heads of each token row by its position.
+func (dec *decoder) rope(qkv []float32, slot []int, width int) {
+	dh, half := dec.cfg.HeadDim(), dec.cfg.HeadDim()/2
+	heads := dec.cfg.Heads + dec.cfg.KVHeads
+	cos, sin := make([]float32, half), make([]float32, half)
+	for i, p := range slot {
+		for j, f := range dec.invFreq {
+			a := float32(p) * f
+			cos[j], sin[j] = float32(math.Cos(float64(a))), float32(math.Sin(float64(a)))
+		}
+		for hd := range heads {
+			v := qkv[i*width+hd*dh : i*width+(hd+1)*dh]
+			for j := range half {
+				x1, x2 := v[j], v[j+half]
+				v[j], v[j+half] = x1*cos[j]-x2*sin[j], x2*cos[j]+x1*sin[j]
+			}
+		}
+	}
+}
+
+// store writes each token row's key and value heads into layer l's cache.
+func (dec *decoder) store(c *kvCache, l int, qkv []float32, row, slot []int, width int) {
+	cfg := dec.cfg
+	dh, S := cfg.HeadDim(), c.slots
+	kOff, vOff := cfg.Heads*dh, (cfg.Heads+cfg.KVHeads)*dh
+	for i, r := range row {
+		for hd := range cfg.KVHeads {
+			base := (r*cfg.KVHeads + hd) * dh * S
+			k := qkv[i*width+kOff+hd*dh : i*width+kOff+(hd+1)*dh]
+			for j, v := range k {
+				c.keys[l][base+j*S+slot[i]] = v
+			}
+			copy(c.values[l][base+slot[i]*dh:], qkv[i*width+vOff+hd*dh:i*width+vOff+(hd+1)*dh])
+		}
+	}
+}
+
+// attend writes, for every token row and query head, softmax(q·K/√Dh)·V over
+// the slots 0…slot of its cache row into att [n,H·Dh].
+func (dec *decoder) attend(c *kvCache, l int, att, qkv []float32, row, slot []int, width int) {
+	cfg := dec.cfg
+	dh, S, group := cfg.HeadDim(), c.slots, cfg.Heads/cfg.KVHeads
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	kernel.Parallel(len(row)*cfg.Heads, 16, func(lo, hi int) {
+		scores := make([]float32, S)
+		q := make([]float32, dh)
+		for job := lo; job < hi; job++ {
+			i, hd := job/cfg.Heads, job%cfg.Heads
+			base := (row[i]*cfg.KVHeads + hd/group) * dh * S
+			keys, values := c.keys[l][base:base+dh*S], c.values[l][base:base+dh*S]
+			for j, v := range qkv[i*width+hd*dh : i*width+(hd+1)*dh] {
+				q[j] = v * scale
+			}
+			o := att[i*cfg.Heads*dh+hd*dh : i*cfg.Heads*dh+(hd+1)*dh]
+			kernel.Attention(o, q, keys, values, scores, slot[i]+1, S)
+		}
+	})
+}
+
+// activate applies the MLP nonlinearity: gpt's activation of up into out
+// (which may be up itself), llama's silu(gate)·up from the [n,2·hid] rows
+// of up into out [n,hid].
+func (dec *decoder) activate(out, up []float32, n int) {
+	if dec.cfg.Family == "llama" {
+		hid := dec.cfg.Hidden
+		kernel.Parallel(n, 4, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				kernel.SiLUMul(out[i*hid:(i+1)*hid], up[i*2*hid:i*2*hid+hid], up[i*2*hid+hid:(i+1)*2*hid])
+			}
+		})
+		return
+	}
+	width := len(up) / n
+	act := dec.cfg.Activation
+	kernel.Parallel(n, 4, func(lo, hi int) {
+		x, y := up[lo*width:hi*width], out[lo*width:hi*width]
+		switch act {
+		case "relu":
+			for i, v := range x {
+				y[i] = max(v, 0)
+			}
+		case "gelu_new":
+			for i, v := range x {
+				v := float64(v)
+				y[i] = float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
+			}
+		default:
+			kernel.GELU(y, x)
+		}
+	})
+}

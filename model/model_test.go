@@ -160,40 +160,100 @@ func TestSamplerMatchesScorer(t *testing.T) {
 		{MaxNewTokens: 7, Greedy: true},
 	}
 	for name := range tinyConfigs {
-		m := newTiny(t, name, 3)
-		rng := rand.New(rand.NewPCG(5, 6))
-		for _, opt := range opts {
-			prompts := [][]int{randomTokens(rng, 1, 16), randomTokens(rng, 6, 16), randomTokens(rng, 13, 16)}
-			samples, err := m.Generate(ctx, prompts, opt, rng)
-			if err != nil {
-				t.Fatal(err)
-			}
-			seqs := make([]Sequence, len(prompts))
-			for i, s := range samples {
-				if len(s.Tokens) != len(s.LogProbs) || len(s.Tokens) == 0 || len(s.Tokens) > opt.MaxNewTokens {
-					t.Fatalf("%s: sample %d has %d tokens and %d log-probs", name, i, len(s.Tokens), len(s.LogProbs))
+		for _, engine := range []Engine{EngineNative, EngineGraph} {
+			m := newTiny(t, name, 3)
+			rng := rand.New(rand.NewPCG(5, 6))
+			for _, opt := range opts {
+				opt.Engine = engine
+				prompts := [][]int{randomTokens(rng, 1, 16), randomTokens(rng, 6, 16), randomTokens(rng, 13, 16)}
+				samples, err := m.Generate(ctx, prompts, opt, rng)
+				if err != nil {
+					t.Fatal(err)
 				}
-				stopAt := slices.IndexFunc(s.Tokens, func(t int) bool { return slices.Contains(opt.Stop, t) })
-				if s.Stopped != (stopAt == len(s.Tokens)-1) || (stopAt >= 0 && stopAt != len(s.Tokens)-1) {
-					t.Errorf("%s: sample %d Stopped=%v with tokens %v", name, i, s.Stopped, s.Tokens)
+				seqs := make([]Sequence, len(prompts))
+				for i, s := range samples {
+					if len(s.Tokens) != len(s.LogProbs) || len(s.Tokens) == 0 || len(s.Tokens) > opt.MaxNewTokens {
+						t.Fatalf("%s: sample %d has %d tokens and %d log-probs", name, i, len(s.Tokens), len(s.LogProbs))
+					}
+					stopAt := slices.IndexFunc(s.Tokens, func(t int) bool { return slices.Contains(opt.Stop, t) })
+					if s.Stopped != (stopAt == len(s.Tokens)-1) || (stopAt >= 0 && stopAt != len(s.Tokens)-1) {
+						t.Errorf("%s: sample %d Stopped=%v with tokens %v", name, i, s.Stopped, s.Tokens)
+					}
+					if !s.Stopped && len(s.Tokens) != min(opt.MaxNewTokens, m.cfg.MaxSeq-len(prompts[i])) {
+						t.Errorf("%s: sample %d ended after %d tokens without a stop token", name, i, len(s.Tokens))
+					}
+					seqs[i] = Sequence{Prompt: prompts[i], Response: s.Tokens}
 				}
-				if !s.Stopped && len(s.Tokens) != min(opt.MaxNewTokens, m.cfg.MaxSeq-len(prompts[i])) {
-					t.Errorf("%s: sample %d ended after %d tokens without a stop token", name, i, len(s.Tokens))
+				scores, err := m.Score(ctx, seqs, false)
+				if err != nil {
+					t.Fatal(err)
 				}
-				seqs[i] = Sequence{Prompt: prompts[i], Response: s.Tokens}
-			}
-			scores, err := m.Score(ctx, seqs, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i, s := range samples {
-				for j := range s.LogProbs {
-					if d := math.Abs(float64(s.LogProbs[j] - scores.LogProbs[i][j])); d > 1e-4 {
-						t.Errorf("%s %+v: sample %d token %d: sampler log-prob %v, scorer %v", name, opt, i, j, s.LogProbs[j], scores.LogProbs[i][j])
+				for i, s := range samples {
+					for j := range s.LogProbs {
+						if d := math.Abs(float64(s.LogProbs[j] - scores.LogProbs[i][j])); d > 1e-4 {
+							t.Errorf("%s %+v: sample %d token %d: sampler log-prob %v, scorer %v", name, opt, i, j, s.LogProbs[j], scores.LogProbs[i][j])
+						}
 					}
 				}
 			}
 		}
+	}
+}
+
+// The native decoder and the backend's decoding graphs sample the same
+// tokens with the same log-probs from the same generator state, with ragged
+// prompts, rows stopping at different steps and rows reaching MaxSeq.
+func TestEnginesAgree(t *testing.T) {
+	ctx := context.Background()
+	for name, cfg := range tinyConfigs {
+		m := newTiny(t, name, 13)
+		prompts := [][]int{{1}, {2, 3, 4, 5, 6, 7, 8}, {9, 10, 11}, randomTokens(rand.New(rand.NewPCG(1, 1)), cfg.MaxSeq-3, 16), {12, 13}}
+		opt := SampleOptions{MaxNewTokens: 20, Temperature: 0.9, Stop: []int{5}}
+		var got [2][]Sample
+		for i, e := range []Engine{EngineNative, EngineGraph} {
+			opt.Engine = e
+			s, err := m.Generate(ctx, prompts, opt, rand.New(rand.NewPCG(4, 2)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[i] = s
+		}
+		lengths := map[int]bool{}
+		for r := range prompts {
+			n, g := got[0][r], got[1][r]
+			lengths[len(n.Tokens)] = true
+			if !slices.Equal(n.Tokens, g.Tokens) || n.Stopped != g.Stopped {
+				t.Fatalf("%s row %d: native %v (stopped %v), graph %v (stopped %v)", name, r, n.Tokens, n.Stopped, g.Tokens, g.Stopped)
+			}
+			for j := range n.LogProbs {
+				if d := math.Abs(float64(n.LogProbs[j] - g.LogProbs[j])); d > 1e-4 {
+					t.Errorf("%s row %d token %d: native log-prob %v, graph %v", name, r, j, n.LogProbs[j], g.LogProbs[j])
+				}
+			}
+		}
+		if len(lengths) < 2 {
+			t.Errorf("%s: every row generated the same number of tokens; the test wants rows ending at different steps", name)
+		}
+	}
+}
+
+// Generate's engine choice: the native decoder for float32 models on the Go
+// backend, the graph for float64 models even when asked for native.
+func TestEngineChoice(t *testing.T) {
+	m := newTiny(t, "gpt-relu", 1)
+	if !m.native(EngineAuto) || !m.native(EngineNative) || m.native(EngineGraph) {
+		t.Errorf("float32 on the Go backend: native(auto, native, graph) = %v, %v, %v; want true, true, false",
+			m.native(EngineAuto), m.native(EngineNative), m.native(EngineGraph))
+	}
+	m64, err := newModel(testBackend(t), tinyConfigs["gpt-relu"], 1, dtypes.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m64.native(EngineAuto) || m64.native(EngineNative) {
+		t.Error("a float64 model runs on the native decoder")
+	}
+	if _, err := m64.Generate(context.Background(), [][]int{{1, 2}}, SampleOptions{MaxNewTokens: 3, Greedy: true, Engine: EngineNative}, nil); err != nil {
+		t.Fatal(err)
 	}
 }
 

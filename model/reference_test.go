@@ -257,5 +257,27 @@ func TestMatchesReference(t *testing.T) {
 				t.Errorf("%s: token %d: engine log-prob %v, reference %v", name, j+2, lp, want[j+1])
 			}
 		}
+		// The native decoder, fed the prompt and then one token per step
+		// (a second row beside it, so that rows interleave in the cache).
+		dec, err := m.decoder()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache := dec.newCache(2, len(x))
+		logits := dec.forward(cache, []int{1, 0}, [][]int{{7, 7, 7}, x[:2]})
+		for j := 2; j < len(x); j++ {
+			row := logits[cfg.Vocab:]
+			if j > 2 {
+				row = logits
+			}
+			l := make([]float64, cfg.Vocab)
+			for i, v := range row[:cfg.Vocab] {
+				l[i] = float64(v)
+			}
+			if lp := l[x[j]] - logSumExp(l); math.Abs(lp-want[j-1]) > 1e-4 {
+				t.Errorf("%s: native decoder: token %d: log-prob %v, reference %v", name, j, lp, want[j-1])
+			}
+			logits = dec.forward(cache, []int{0}, [][]int{{x[j]}})
+		}
 	}
 }

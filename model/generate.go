@@ -23,7 +23,6 @@ type SampleOptions struct {
 	TopK         int     // keep only the TopK most likely tokens; 0 means off
 	Greedy       bool    // take the most likely token (the lowest id among ties); ignores the rest
 	Stop         []int   // token ids that end a sequence (e.g. EOS)
-	Engine       Engine  // how to run the model; EngineAuto by default
 }
 
 // Sample is one generated continuation.
@@ -33,18 +32,19 @@ type Sample struct {
 	Stopped  bool      // ended with a stop token (else it reached MaxNewTokens or the model's MaxSeq)
 }
 
-// Engine chooses how Generate runs the model.
+// Engine chooses how a model runs: on the backend's compiled graphs or on
+// the native CPU decoder (native.go, native_train.go).
 type Engine string
 
 const (
 	// EngineAuto runs float32 models on the Go (CPU) backend natively and
-	// everything else on the backend's graph.
+	// everything else on the backend's graphs.
 	EngineAuto Engine = ""
-	// EngineNative runs a float32 model's decoding directly on the host CPU
-	// (see native.go), whatever the backend.
+	// EngineNative runs a float32 model on the host CPU whatever the
+	// backend (a float64 model still runs on graphs).
 	EngineNative Engine = "native"
-	// EngineGraph runs decoding as compiled graphs on the model's backend
-	// (the path for GPUs).
+	// EngineGraph runs everything as compiled graphs on the model's backend
+	// (the path for GPUs). The optimizer step always runs there.
 	EngineGraph Engine = "graph"
 )
 
@@ -73,7 +73,7 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 	}
 	var run decodeRun
 	var err error
-	if m.native(opt.Engine) {
+	if m.native() {
 		run, err = m.nativeRun(prompts, steps)
 	} else {
 		run, err = m.graphRun(prompts, steps)
@@ -125,9 +125,9 @@ type decodeRun struct {
 	step  func(rows, tokens []int) ([]float64, error)
 }
 
-// native reports whether Generate runs on the native decoder.
-func (m *Model) native(e Engine) bool {
-	switch e {
+// native reports whether the model runs on the native decoder.
+func (m *Model) native() bool {
+	switch m.engine {
 	case EngineNative:
 		return m.dtype == dtypes.Float32
 	case EngineGraph:

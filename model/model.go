@@ -37,9 +37,16 @@ type Model struct {
 	execMu sync.Mutex
 	execs  map[string]*Exec
 
+	engine Engine // set by SetEngine
+
 	decMu sync.Mutex
 	dec   *decoder // the native decoder of the latest parameters, built on demand
 }
+
+// SetEngine chooses how Generate, Score and Trainer.Accumulate run the
+// model from now on (EngineAuto by default). Call it before using the model
+// from several goroutines.
+func (m *Model) SetEngine(e Engine) { m.engine = e }
 
 // New returns a model with freshly initialized weights: normal(0, 0.02)
 // matrices and embeddings (residual output projections scaled by 1/√(2·Layers),

@@ -162,9 +162,9 @@ func TestSamplerMatchesScorer(t *testing.T) {
 	for name := range tinyConfigs {
 		for _, engine := range []Engine{EngineNative, EngineGraph} {
 			m := newTiny(t, name, 3)
+			m.SetEngine(engine)
 			rng := rand.New(rand.NewPCG(5, 6))
 			for _, opt := range opts {
-				opt.Engine = engine
 				prompts := [][]int{randomTokens(rng, 1, 16), randomTokens(rng, 6, 16), randomTokens(rng, 13, 16)}
 				samples, err := m.Generate(ctx, prompts, opt, rng)
 				if err != nil {
@@ -211,7 +211,7 @@ func TestEnginesAgree(t *testing.T) {
 		opt := SampleOptions{MaxNewTokens: 20, Temperature: 0.9, Stop: []int{5}}
 		var got [2][]Sample
 		for i, e := range []Engine{EngineNative, EngineGraph} {
-			opt.Engine = e
+			m.SetEngine(e)
 			s, err := m.Generate(ctx, prompts, opt, rand.New(rand.NewPCG(4, 2)))
 			if err != nil {
 				t.Fatal(err)
@@ -237,22 +237,28 @@ func TestEnginesAgree(t *testing.T) {
 	}
 }
 
-// Generate's engine choice: the native decoder for float32 models on the Go
-// backend, the graph for float64 models even when asked for native.
+// The engine choice: the native decoder for float32 models on the Go
+// backend, the graphs for float64 models even when asked for native.
 func TestEngineChoice(t *testing.T) {
 	m := newTiny(t, "gpt-relu", 1)
-	if !m.native(EngineAuto) || !m.native(EngineNative) || m.native(EngineGraph) {
-		t.Errorf("float32 on the Go backend: native(auto, native, graph) = %v, %v, %v; want true, true, false",
-			m.native(EngineAuto), m.native(EngineNative), m.native(EngineGraph))
+	for _, tc := range []struct {
+		e    Engine
+		want bool
+	}{{EngineAuto, true}, {EngineNative, true}, {EngineGraph, false}} {
+		if m.SetEngine(tc.e); m.native() != tc.want {
+			t.Errorf("float32 on the Go backend, engine %q: native = %v", tc.e, !tc.want)
+		}
 	}
 	m64, err := newModel(testBackend(t), tinyConfigs["gpt-relu"], 1, dtypes.Float64)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m64.native(EngineAuto) || m64.native(EngineNative) {
-		t.Error("a float64 model runs on the native decoder")
+	for _, e := range []Engine{EngineAuto, EngineNative} {
+		if m64.SetEngine(e); m64.native() {
+			t.Errorf("a float64 model runs on the native decoder with engine %q", e)
+		}
 	}
-	if _, err := m64.Generate(context.Background(), [][]int{{1, 2}}, SampleOptions{MaxNewTokens: 3, Greedy: true, Engine: EngineNative}, nil); err != nil {
+	if _, err := m64.Generate(context.Background(), [][]int{{1, 2}}, SampleOptions{MaxNewTokens: 3, Greedy: true}, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -843,6 +849,7 @@ func TestLearnsCopyTask(t *testing.T) {
 func TestBucketsBoundCompiledShapes(t *testing.T) {
 	ctx := context.Background()
 	m := newTiny(t, "gpt-relu", 1)
+	m.SetEngine(EngineGraph) // the native decoder compiles nothing
 	if _, err := m.Score(ctx, []Sequence{{Prompt: []int{1}, Response: []int{2}}}, false); err != nil {
 		t.Fatal(err)
 	}
@@ -903,5 +910,66 @@ func TestCloneIsIndependent(t *testing.T) {
 	}
 	if ref.NumParams() != m.NumParams() || ref.Config() != m.Config() {
 		t.Error("clone differs in shape")
+	}
+}
+
+// The native backward pass gives the graph's gradients (which the finite-
+// difference test checks) and log-probs, for every tiny config, with
+// sequences of different lengths and zero-weight tokens.
+func TestNativeGradientsMatchGraph(t *testing.T) {
+	ctx := context.Background()
+	for name := range tinyConfigs {
+		m := newTiny(t, name, 17)
+		rng := rand.New(rand.NewPCG(17, 1))
+		var seqs []Sequence
+		var w [][]float32
+		for i := range 5 {
+			s := Sequence{Prompt: randomTokens(rng, 1+3*i, 16), Response: randomTokens(rng, 2+5*i, 16)}
+			ws := make([]float32, len(s.Response))
+			for j := range ws {
+				ws[j] = float32(rng.NormFloat64())
+			}
+			ws[0] = 0
+			seqs, w = append(seqs, s), append(w, ws)
+		}
+		var acc [2][][]float64
+		var lps [2][][]float32
+		for i, e := range []Engine{EngineNative, EngineGraph} {
+			m.SetEngine(e)
+			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Two calls: the second adds to the first's accumulated gradient.
+			if lps[i], err = tr.Accumulate(ctx, seqs[:2], w[:2]); err != nil {
+				t.Fatal(err)
+			}
+			lp, err := tr.Accumulate(ctx, seqs[2:], w[2:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			lps[i] = append(lps[i], lp...)
+			for _, a := range tr.acc {
+				acc[i] = append(acc[i], float64s(a))
+			}
+		}
+		for r := range lps[0] {
+			for j := range lps[0][r] {
+				if d := math.Abs(float64(lps[0][r][j] - lps[1][r][j])); d > 1e-4 {
+					t.Errorf("%s: sequence %d token %d: native lp %v, graph %v", name, r, j, lps[0][r][j], lps[1][r][j])
+				}
+			}
+		}
+		for i, s := range m.specs {
+			nat, gr := acc[0][i], acc[1][i]
+			diff, norm := 0.0, 0.0
+			for j := range gr {
+				diff += (nat[j] - gr[j]) * (nat[j] - gr[j])
+				norm += gr[j] * gr[j]
+			}
+			if math.Sqrt(diff) > 1e-4*math.Sqrt(norm)+1e-6 {
+				t.Errorf("%s: %s: native gradient differs from the graph's by %.3g (norm %.3g)", name, s.name, math.Sqrt(diff), math.Sqrt(norm))
+			}
+		}
 	}
 }

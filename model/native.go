@@ -26,6 +26,7 @@ type decoder struct {
 	normW  []float32 // final norm
 	normB  []float32 // gpt
 	head   []float32 // [d,V]: the LM head (or the tied embeddings) transposed
+	headW  []float32 // [V,d]: lm_head.weight; nil when tied to embed
 	// invFreq are llama's rotary frequencies θ^(−2i/Dh) as float32.
 	invFreq []float32
 }
@@ -53,11 +54,8 @@ func newDecoder(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decod
 	}
 	d, dh := cfg.Dim, cfg.HeadDim()
 	dec := &decoder{cfg: cfg, src: params[0], embed: w[cfg.embeddingName()]}
-	headW := w["lm_head.weight"]
-	if headW == nil {
-		headW = dec.embed
-	}
-	dec.head = transpose(headW, cfg.Vocab, d)
+	dec.headW = w["lm_head.weight"]
+	dec.head = transpose(dec.headRows(), cfg.Vocab, d)
 	if cfg.Family == "gpt" {
 		dec.pos, dec.normW, dec.normB = w["wpe.weight"], w["ln_f.weight"], w["ln_f.bias"]
 		for l := range cfg.Layers {
@@ -96,6 +94,14 @@ func newDecoder(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decod
 		dec.layers = append(dec.layers, layer)
 	}
 	return dec, nil
+}
+
+// headRows is the LM head as [V,d]: lm_head.weight or the tied embeddings.
+func (dec *decoder) headRows() []float32 {
+	if dec.headW != nil {
+		return dec.headW
+	}
+	return dec.embed
 }
 
 // concatColumns places row-major matrices [rows,widths[i]] side by side.

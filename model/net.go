@@ -94,7 +94,10 @@ func (n *net) forward(tokens *Node, at *attention) (hidden *Node, kv []*Node) {
 func (n *net) embed(tokens *Node, at *attention) *Node {
 	x := Gather(n.p(n.cfg.embeddingName()), ExpandAxes(tokens, -1))
 	if n.cfg.Family == "gpt" {
-		x = Add(x, Gather(n.p("wpe.weight"), ExpandAxes(at.pos, -1)))
+		// Padding past MaxSeq (a length bucket may exceed it) reads the last
+		// position; its output is never used.
+		pos := MinScalar(at.pos, float64(n.cfg.MaxSeq-1))
+		x = Add(x, Gather(n.p("wpe.weight"), ExpandAxes(pos, -1)))
 	}
 	return x
 }

@@ -42,6 +42,9 @@ func (m *Model) score(ctx context.Context, seqs []Sequence, withEntropy bool) (l
 	if err := m.checkSequences(seqs); err != nil {
 		return nil, nil, err
 	}
+	if m.native() {
+		return m.nativeScore(seqs, withEntropy)
+	}
 	name := "score"
 	if withEntropy {
 		name = "score+entropy"

@@ -106,6 +106,9 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 				i, len(seqs[i].Response), len(w))
 		}
 	}
+	if t.m.native() {
+		return t.accumulateNative(seqs, weights)
+	}
 	np := len(t.m.specs)
 	params := t.m.snapshot()
 	lp := make([][]float64, len(seqs))
@@ -134,6 +137,25 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 		t.acc = out[:np]
 		b.unpack(float64s(out[np]), lp)
 	}
+	return to32(lp), nil
+}
+
+// accumulateNative is Accumulate on the native decoder: the gradient is
+// computed on the host and added to the accumulator there.
+func (t *Trainer) accumulateNative(seqs []Sequence, weights [][]float32) ([][]float32, error) {
+	g, lp, err := t.m.nativeGradients(seqs, weights)
+	if err != nil {
+		return nil, err
+	}
+	acc := make([]*tensors.Tensor, len(g))
+	for i, s := range t.m.specs {
+		if t.acc != nil {
+			prev := tensors.MustCopyFlatData[float32](t.acc[i])
+			addTo(g[i], prev)
+		}
+		acc[i] = tensors.FromFlatDataAndDimensions(g[i], s.shape...)
+	}
+	t.acc = acc
 	return to32(lp), nil
 }
 

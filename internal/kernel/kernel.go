@@ -50,6 +50,35 @@ func MatMul(out, x, w, bias []float32, m, k, n int) {
 	wg.Wait()
 }
 
+// MatMulSerial is MatMul on the calling goroutine only, for callers that
+// spread many small products over the cores themselves.
+func MatMulSerial(out, x, w, bias []float32, m, k, n int) {
+	if len(x) < m*k || len(w) < k*n || len(out) < m*n || (bias != nil && len(bias) < n) {
+		panic(fmt.Sprintf("kernel: MatMulSerial %d×%d·%d×%d: operands of %d, %d and %d elements", m, k, k, n, len(x), len(w), len(out)))
+	}
+	matMulCols(out, x, w, bias, m, k, n, 0, n)
+}
+
+// Transpose writes the [cols,rows] transpose of the row-major [rows,cols]
+// matrix src into dst, in tiles, spread over the cores.
+func Transpose(dst, src []float32, rows, cols int) {
+	const tile = 32
+	if len(src) < rows*cols || len(dst) < rows*cols {
+		panic(fmt.Sprintf("kernel: Transpose %d×%d: %d and %d elements", rows, cols, len(src), len(dst)))
+	}
+	Parallel((rows+tile-1)/tile, max(1, (1<<14)/(tile*max(1, cols))), func(lo, hi int) {
+		for r0 := lo * tile; r0 < min(rows, hi*tile); r0 += tile {
+			for c0 := 0; c0 < cols; c0 += tile {
+				for r := r0; r < min(rows, r0+tile); r++ {
+					for c := c0; c < min(cols, c0+tile); c++ {
+						dst[c*rows+r] = src[r*cols+c]
+					}
+				}
+			}
+		}
+	})
+}
+
 // matMulCols computes the output columns [lo,hi) of MatMul.
 func matMulCols(out, x, w, bias []float32, m, k, n, lo, hi int) {
 	if simdMatMul != nil {

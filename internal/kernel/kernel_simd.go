@@ -18,9 +18,30 @@ func init() {
 // at a time keep their 4×16 sums in registers over the whole k loop.
 func matMulAVX2(out, x, w, bias []float32, m, k, n, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
+	var acc [12][8]float32
 	for c := lo; c < hi; c += 16 {
 		width := min(16, hi-c)
 		i := 0
+		if width == 16 && k > 0 {
+			for ; i+6 <= m; i += 6 {
+				for r := range 6 {
+					if bias != nil {
+						copy(acc[2*r][:], bias[c:c+8])
+						copy(acc[2*r+1][:], bias[c+8:c+16])
+					} else {
+						acc[2*r], acc[2*r+1] = [8]float32{}, [8]float32{}
+					}
+				}
+				_ = x[(i+5)*k+k-1]
+				_ = w[(k-1)*n+c+15]
+				tile6x16(k, &x[i*k], uintptr(k)*4, &w[c], uintptr(n)*4, &acc)
+				for r := range 6 {
+					o := out[(i+r)*n+c : (i+r)*n+c+16]
+					copy(o, acc[2*r][:])
+					copy(o[8:], acc[2*r+1][:])
+				}
+			}
+		}
 		for ; i+4 <= m; i += 4 {
 			block4(out, x, w, bias, i, k, n, c, width)
 		}
@@ -29,6 +50,13 @@ func matMulAVX2(out, x, w, bias []float32, m, k, n, lo, hi int) {
 		}
 	}
 }
+
+// tile6x16 is the assembly micro-kernel (tile_amd64.s): it adds six rows
+// of x (xstride bytes apart, k floats each) times a 16-column panel of w
+// (rows wstride bytes apart) to the sums in acc.
+//
+//go:noescape
+func tile6x16(k int, x *float32, xstride uintptr, w *float32, wstride uintptr, acc *[12][8]float32)
 
 // load8 loads up to 8 floats of s (zeros past its end).
 func load8(s []float32) archsimd.Float32x8 { return archsimd.LoadFloat32x8SlicePart(s) }
@@ -41,18 +69,7 @@ func block4(out, x, w, bias []float32, i, k, n, c, width int) {
 	c00, c01, c10, c11, c20, c21, c30, c31 := b0, b1, b0, b1, b0, b1, b0, b1
 	x0, x1, x2, x3 := x[i*k:i*k+k], x[(i+1)*k:(i+1)*k+k], x[(i+2)*k:(i+2)*k+k], x[(i+3)*k:(i+3)*k+k]
 	if width == 16 {
-		for p := range k {
-			wp := w[p*n+c : p*n+c+16]
-			w0, w1 := archsimd.LoadFloat32x8Slice(wp), archsimd.LoadFloat32x8Slice(wp[8:])
-			a := archsimd.BroadcastFloat32x8(x0[p])
-			c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
-			a = archsimd.BroadcastFloat32x8(x1[p])
-			c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
-			a = archsimd.BroadcastFloat32x8(x2[p])
-			c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
-			a = archsimd.BroadcastFloat32x8(x3[p])
-			c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
-		}
+		c00, c01, c10, c11, c20, c21, c30, c31 = full4x16(x0, x1, x2, x3, w[c:], k, n, c00, c01, c10, c11, c20, c21, c30, c31)
 	} else {
 		h := min(8, width)
 		for p := range k {
@@ -86,6 +103,73 @@ func block1(out, x, w, bias []float32, i, k, n, c, width int) {
 		c0, c1 = a.MulAdd(load8(wp[:h]), c0), a.MulAdd(load8(wp[h:]), c1)
 	}
 	store2(out[i*n+c:i*n+c+width], c0, c1)
+}
+
+// full4x16 adds x_r[p]·w[p·n : p·n+16] over p < k to the accumulators of
+// rows r = 0…3 (two 8-lane halves each). The k loop is unrolled by four,
+// which amortizes the loop-carried register moves and bounds checks over
+// more multiply-adds.
+func full4x16(x0, x1, x2, x3, w []float32, k, n int,
+	c00, c01, c10, c11, c20, c21, c30, c31 archsimd.Float32x8) (_, _, _, _, _, _, _, _ archsimd.Float32x8) {
+	x0, x1, x2, x3 = x0[:k], x1[:k], x2[:k], x3[:k]
+	var w0, w1, a archsimd.Float32x8
+	p, q, o := 0, 0, 0
+	for ; p+4 <= k; p, q = p+4, q+4*n {
+		_, _, _, _ = x0[p+3], x1[p+3], x2[p+3], x3[p+3]
+		o = q + 0*n
+		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
+		a = archsimd.BroadcastFloat32x8(x0[p+0])
+		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
+		a = archsimd.BroadcastFloat32x8(x1[p+0])
+		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
+		a = archsimd.BroadcastFloat32x8(x2[p+0])
+		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
+		a = archsimd.BroadcastFloat32x8(x3[p+0])
+		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
+		o = q + 1*n
+		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
+		a = archsimd.BroadcastFloat32x8(x0[p+1])
+		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
+		a = archsimd.BroadcastFloat32x8(x1[p+1])
+		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
+		a = archsimd.BroadcastFloat32x8(x2[p+1])
+		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
+		a = archsimd.BroadcastFloat32x8(x3[p+1])
+		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
+		o = q + 2*n
+		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
+		a = archsimd.BroadcastFloat32x8(x0[p+2])
+		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
+		a = archsimd.BroadcastFloat32x8(x1[p+2])
+		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
+		a = archsimd.BroadcastFloat32x8(x2[p+2])
+		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
+		a = archsimd.BroadcastFloat32x8(x3[p+2])
+		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
+		o = q + 3*n
+		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
+		a = archsimd.BroadcastFloat32x8(x0[p+3])
+		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
+		a = archsimd.BroadcastFloat32x8(x1[p+3])
+		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
+		a = archsimd.BroadcastFloat32x8(x2[p+3])
+		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
+		a = archsimd.BroadcastFloat32x8(x3[p+3])
+		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
+	}
+	for ; p < k; p, q = p+1, q+n {
+		o = q + 0*n
+		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
+		a = archsimd.BroadcastFloat32x8(x0[p+0])
+		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
+		a = archsimd.BroadcastFloat32x8(x1[p+0])
+		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
+		a = archsimd.BroadcastFloat32x8(x2[p+0])
+		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
+		a = archsimd.BroadcastFloat32x8(x3[p+0])
+		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
+	}
+	return c00, c01, c10, c11, c20, c21, c30, c31
 }
 
 // store2 stores the first len(s) of the 16 lanes of (v0, v1) into s.

@@ -122,7 +122,7 @@ func TestParallelCoversRange(t *testing.T) {
 }
 
 func BenchmarkMatMul(b *testing.B) {
-	for _, s := range []struct{ m, k, n int }{{32, 128, 384}, {32, 128, 512}, {32, 512, 128}, {32, 256, 1024}, {32, 1024, 256}} {
+	for _, s := range []struct{ m, k, n int }{{32, 128, 384}, {32, 128, 512}, {32, 512, 128}, {32, 256, 1024}, {32, 1024, 256}, {2048, 128, 384}, {2048, 512, 128}, {128, 2048, 384}, {2048, 256, 1024}} {
 		b.Run(fmt.Sprintf("%dx%dx%d", s.m, s.k, s.n), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(1, 1))
 			x, w, out := random(rng, s.m*s.k), random(rng, s.k*s.n), make([]float32, s.m*s.n)
@@ -182,6 +182,36 @@ func TestAttention(t *testing.T) {
 			if math.Abs(float64(out[d])-want) > 2e-5 {
 				t.Fatalf("dh=%d n=%d: out[%d] = %v, want %v", tc.dh, tc.n, d, out[d], want)
 			}
+		}
+	}
+}
+
+func TestTranspose(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, s := range [][2]int{{1, 1}, {3, 70}, {65, 33}, {300, 129}} {
+		src := random(rng, s[0]*s[1])
+		dst := make([]float32, len(src))
+		Transpose(dst, src, s[0], s[1])
+		for r := range s[0] {
+			for c := range s[1] {
+				if dst[c*s[0]+r] != src[r*s[1]+c] {
+					t.Fatalf("%v: dst[%d,%d] != src[%d,%d]", s, c, r, r, c)
+				}
+			}
+		}
+	}
+}
+
+func TestMatMulSerialMatchesMatMul(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	m, k, n := 40, 70, 130
+	x, w, b := random(rng, m*k), random(rng, k*n), random(rng, n)
+	a, s := make([]float32, m*n), make([]float32, m*n)
+	MatMul(a, x, w, b, m, k, n)
+	MatMulSerial(s, x, w, b, m, k, n)
+	for i := range a {
+		if a[i] != s[i] {
+			t.Fatalf("out[%d]: MatMul %v, MatMulSerial %v", i, a[i], s[i])
 		}
 	}
 }

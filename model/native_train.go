@@ -1,0 +1,655 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/hacrl/hacrl/internal/kernel"
+)
+
+// The native decoder also scores whole sequences and computes the gradient
+// of Σ w·log p, forward and backward written out over its host weights
+// (the same functions as the graph; see the package doc's "Architectures").
+// Sequences are not padded: the tokens of all rows of a pass form one
+// [N,d] matrix for the linear layers, and attention runs per row and head.
+
+// passTokenBudget bounds the tokens of one native pass, and so the
+// activations it keeps for the backward pass.
+const passTokenBudget = 4096
+
+// batch is the input of one native pass: whole sequences, their tokens laid
+// end to end.
+type batch struct {
+	tokens, pos []int // [N] input token and its position in its sequence
+	start, len  []int // per sequence: first token row and input length
+	// heads are the rows whose next-token log-prob is wanted (the response
+	// positions), with their targets; headOf[r] is the index of row r in
+	// heads or −1.
+	heads, targets []int
+}
+
+func newBatch(seqs []Sequence) *batch {
+	b := &batch{}
+	for _, s := range seqs {
+		all := append(s.Prompt[:len(s.Prompt):len(s.Prompt)], s.Response...)
+		b.start, b.len = append(b.start, len(b.tokens)), append(b.len, len(all)-1)
+		for t := range len(all) - 1 {
+			if t >= len(s.Prompt)-1 {
+				b.heads, b.targets = append(b.heads, len(b.tokens)), append(b.targets, all[t+1])
+			}
+			b.tokens, b.pos = append(b.tokens, all[t]), append(b.pos, t)
+		}
+	}
+	return b
+}
+
+// passes splits seqs into runs of whole sequences of at most
+// passTokenBudget input tokens (a longer sequence gets a pass of its own).
+func passes(seqs []Sequence) [][2]int {
+	var out [][2]int
+	lo, n := 0, 0
+	for i, s := range seqs {
+		l := len(s.Prompt) + len(s.Response) - 1
+		if i > lo && n+l > passTokenBudget {
+			out = append(out, [2]int{lo, i})
+			lo, n = i, 0
+		}
+		n += l
+	}
+	if lo < len(seqs) {
+		out = append(out, [2]int{lo, len(seqs)})
+	}
+	return out
+}
+
+// normed is one normalization's saved state: x̂ (the normalized input before
+// the gain) and 1/σ per row.
+type normed struct{ xhat, rstd []float32 }
+
+// layerActs is what one block's forward pass keeps for its backward pass.
+type layerActs struct {
+	norm1, norm2 normed
+	h1, h2       []float32   // the norms' outputs [N,d]
+	qkv          []float32   // [N,width], rotated for llama
+	probs        [][]float32 // per sequence and query head: [T,T] attention probabilities
+	att          []float32   // [N,H·Dh] attention output
+	up           []float32   // [N,upWidth] pre-activation
+	act          []float32   // [N,hid] activation (the down projection's input)
+}
+
+// trace is a whole forward pass over a batch.
+type trace struct {
+	b      *batch
+	layers []layerActs
+	final  normed
+	hf     []float32 // final norm output [N,d]
+	logits []float32 // [len(heads),V]
+}
+
+// run is the forward pass over b, keeping activations.
+func (dec *decoder) run(b *batch) *trace {
+	cfg := dec.cfg
+	d, dh, n := cfg.Dim, cfg.HeadDim(), len(b.tokens)
+	width := (cfg.Heads + 2*cfg.KVHeads) * dh
+	tr := &trace{b: b, layers: make([]layerActs, cfg.Layers)}
+	x := make([]float32, n*d)
+	for i, t := range b.tokens {
+		copy(x[i*d:(i+1)*d], dec.embed[t*d:(t+1)*d])
+		if dec.pos != nil {
+			addTo(x[i*d:(i+1)*d], dec.pos[b.pos[i]*d:(b.pos[i]+1)*d])
+		}
+	}
+	tmp := make([]float32, n*d)
+	for l, ly := range dec.layers {
+		a := &tr.layers[l]
+		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n)
+		a.qkv = make([]float32, n*width)
+		kernel.MatMul(a.qkv, a.h1, ly.qkvW, ly.qkvB, n, d, width)
+		if dec.invFreq != nil {
+			dec.rotate(a.qkv, b.pos, width, 1)
+		}
+		a.att, a.probs = dec.selfAttention(b, a.qkv, width)
+		kernel.MatMul(tmp, a.att, ly.outW, ly.outB, n, cfg.Heads*dh, d)
+		addTo(x, tmp)
+		a.h2, a.norm2 = dec.normSaved(x, ly.norm2W, ly.norm2B, n)
+		upWidth := len(ly.upW) / d
+		a.up = make([]float32, n*upWidth)
+		kernel.MatMul(a.up, a.h2, ly.upW, ly.upB, n, d, upWidth)
+		a.act = make([]float32, n*cfg.Hidden)
+		dec.activate(a.act, a.up, n)
+		kernel.MatMul(tmp, a.act, ly.downW, ly.downB, n, cfg.Hidden, d)
+		addTo(x, tmp)
+	}
+	tr.hf, tr.final = dec.normSaved(x, dec.normW, dec.normB, n)
+	hr := make([]float32, len(b.heads)*d)
+	for j, r := range b.heads {
+		copy(hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
+	}
+	tr.logits = make([]float32, len(b.heads)*cfg.Vocab)
+	kernel.MatMul(tr.logits, hr, dec.head, nil, len(b.heads), d, cfg.Vocab)
+	return tr
+}
+
+// normSaved normalizes the n rows of x (LayerNorm for gpt, RMSNorm for
+// llama) and returns the output with the saved state.
+func (dec *decoder) normSaved(x, w, b []float32, n int) ([]float32, normed) {
+	d := dec.cfg.Dim
+	out, s := make([]float32, n*d), normed{xhat: make([]float32, n*d), rstd: make([]float32, n)}
+	gpt := dec.cfg.Family == "gpt"
+	kernel.Parallel(n, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xi, xh := x[i*d:(i+1)*d], s.xhat[i*d:(i+1)*d]
+			mean, sq := 0.0, 0.0
+			if gpt {
+				for _, v := range xi {
+					mean += float64(v)
+				}
+				mean /= float64(d)
+			}
+			for _, v := range xi {
+				sq += (float64(v) - mean) * (float64(v) - mean)
+			}
+			r := 1 / math.Sqrt(sq/float64(d)+dec.cfg.NormEps)
+			s.rstd[i] = float32(r)
+			o := out[i*d : (i+1)*d]
+			for j, v := range xi {
+				xh[j] = float32((float64(v) - mean) * r)
+				o[j] = xh[j] * w[j]
+				if b != nil {
+					o[j] += b[j]
+				}
+			}
+		}
+	})
+	return out, s
+}
+
+// rotate applies RoPE (sign 1) or its inverse (sign −1, the backward pass)
+// to the query and key heads of each row of qkv at its position.
+func (dec *decoder) rotate(qkv []float32, pos []int, width int, sign float32) {
+	dh := dec.cfg.HeadDim()
+	half, heads := dh/2, dec.cfg.Heads+dec.cfg.KVHeads
+	kernel.Parallel(len(pos), 16, func(lo, hi int) {
+		cos, sin := make([]float32, half), make([]float32, half)
+		for i := lo; i < hi; i++ {
+			for j, f := range dec.invFreq {
+				a := float32(pos[i]) * f
+				cos[j], sin[j] = float32(math.Cos(float64(a))), sign*float32(math.Sin(float64(a)))
+			}
+			for hd := range heads {
+				v := qkv[i*width+hd*dh : i*width+(hd+1)*dh]
+				for j := range half {
+					x1, x2 := v[j], v[j+half]
+					v[j], v[j+half] = x1*cos[j]-x2*sin[j], x2*cos[j]+x1*sin[j]
+				}
+			}
+		}
+	})
+}
+
+// headMatrices copies one sequence's query head hq and its key/value head
+// from qkv into q [T,Dh] (scaled by 1/√Dh), kT [Dh,T] and v [T,Dh].
+func (dec *decoder) headMatrices(qkv []float32, width, start, T, hq int, q, kT, v []float32) {
+	cfg := dec.cfg
+	dh := cfg.HeadDim()
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	hk := hq / (cfg.Heads / cfg.KVHeads)
+	kOff, vOff := (cfg.Heads+hk)*dh, (cfg.Heads+cfg.KVHeads+hk)*dh
+	for t := range T {
+		row := qkv[(start+t)*width:]
+		for j := range dh {
+			q[t*dh+j] = row[hq*dh+j] * scale
+			kT[j*T+t] = row[kOff+j]
+		}
+		copy(v[t*dh:(t+1)*dh], row[vOff:vOff+dh])
+	}
+}
+
+// selfAttention runs causal attention within each sequence of b and returns
+// the output [N,H·Dh] and the probabilities per sequence and head.
+func (dec *decoder) selfAttention(b *batch, qkv []float32, width int) ([]float32, [][]float32) {
+	cfg := dec.cfg
+	dh, H := cfg.HeadDim(), cfg.Heads
+	out := make([]float32, len(b.tokens)*H*dh)
+	probs := make([][]float32, len(b.start)*H)
+	kernel.Parallel(len(probs), 1, func(lo, hi int) {
+		for job := lo; job < hi; job++ {
+			s, hq := job/H, job%H
+			start, T := b.start[s], b.len[s]
+			q, kT, v := make([]float32, T*dh), make([]float32, dh*T), make([]float32, T*dh)
+			dec.headMatrices(qkv, width, start, T, hq, q, kT, v)
+			p := make([]float32, T*T)
+			kernel.MatMulSerial(p, q, kT, nil, T, dh, T)
+			for t := range T {
+				row := p[t*T : (t+1)*T]
+				kernel.Softmax(row[:t+1])
+				clear(row[t+1:])
+			}
+			o := make([]float32, T*dh)
+			kernel.MatMulSerial(o, p, v, nil, T, T, dh)
+			for t := range T {
+				copy(out[(start+t)*H*dh+hq*dh:], o[t*dh:(t+1)*dh])
+			}
+			probs[job] = p
+		}
+	})
+	return out, probs
+}
+
+// logProbs returns, per head row of tr, log p(target) and, if asked, the
+// entropy of the distribution.
+func (tr *trace) logProbs(vocab int, withEntropy bool) (lp, ent []float64) {
+	lp = make([]float64, len(tr.b.heads))
+	if withEntropy {
+		ent = make([]float64, len(lp))
+	}
+	for j := range lp {
+		row := tr.logits[j*vocab : (j+1)*vocab]
+		top := row[0]
+		for _, v := range row {
+			top = max(top, v)
+		}
+		sum, dot := 0.0, 0.0
+		for _, v := range row {
+			e := math.Exp(float64(v - top))
+			sum += e
+			dot += e * float64(v)
+		}
+		lse := float64(top) + math.Log(sum)
+		lp[j] = float64(row[tr.b.targets[j]]) - lse
+		if withEntropy {
+			ent[j] = lse - dot/sum
+		}
+	}
+	return lp, ent
+}
+
+// nativeScore is Score on the native decoder.
+func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]float64, err error) {
+	dec, err := m.decoder()
+	if err != nil {
+		return nil, nil, err
+	}
+	lp = make([][]float64, len(seqs))
+	if withEntropy {
+		ent = make([][]float64, len(seqs))
+	}
+	for _, p := range passes(seqs) {
+		part := seqs[p[0]:p[1]]
+		l, e := dec.run(newBatch(part)).logProbs(m.cfg.Vocab, withEntropy)
+		for i, s := range part {
+			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
+			if withEntropy {
+				ent[p[0]+i], e = e[:len(s.Response):len(s.Response)], e[len(s.Response):]
+			}
+		}
+	}
+	return lp, ent, nil
+}
+
+// nativeGradients returns the gradient of Σ_b Σ_t weights[b][t]·lp[b][t]
+// for every parameter (paramSpecs order, each in its in-memory layout) and
+// the lp.
+func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32) ([][]float32, [][]float64, error) {
+	dec, err := m.decoder()
+	if err != nil {
+		return nil, nil, err
+	}
+	g := dec.newGrads()
+	lp := make([][]float64, len(seqs))
+	for _, p := range passes(seqs) {
+		part := seqs[p[0]:p[1]]
+		tr := dec.run(newBatch(part))
+		l, _ := tr.logProbs(m.cfg.Vocab, false)
+		var w []float32
+		for i, s := range part {
+			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
+			w = append(w, weights[p[0]+i]...)
+		}
+		dec.backward(tr, w, g)
+	}
+	out, err := g.bySpec(m.specs)
+	return out, lp, err
+}
+
+// grads holds the decoder's gradients in its own layout (decoderLayer's).
+type grads struct {
+	cfg           Config
+	embed, pos    []float32
+	head          []float32 // [V,d]: lm_head.weight's gradient (untied only)
+	normW, normB  []float32
+	layers        []decoderLayer
+	tiedHeadToEmb bool
+}
+
+func (dec *decoder) newGrads() *grads {
+	like := func(x []float32) []float32 {
+		if x == nil {
+			return nil
+		}
+		return make([]float32, len(x))
+	}
+	g := &grads{cfg: dec.cfg, embed: like(dec.embed), pos: like(dec.pos), normW: like(dec.normW), normB: like(dec.normB),
+		tiedHeadToEmb: dec.headW == nil}
+	if !g.tiedHeadToEmb {
+		g.head = like(dec.headW)
+	}
+	for _, ly := range dec.layers {
+		g.layers = append(g.layers, decoderLayer{
+			norm1W: like(ly.norm1W), norm1B: like(ly.norm1B), qkvW: like(ly.qkvW), qkvB: like(ly.qkvB),
+			outW: like(ly.outW), outB: like(ly.outB), norm2W: like(ly.norm2W), norm2B: like(ly.norm2B),
+			upW: like(ly.upW), upB: like(ly.upB), downW: like(ly.downW), downB: like(ly.downB),
+		})
+	}
+	return g
+}
+
+// backward adds to g the gradient of Σ_j w[j]·lp[j] over the head rows of tr.
+func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
+	cfg := dec.cfg
+	b := tr.b
+	d, dh, V, n := cfg.Dim, cfg.HeadDim(), cfg.Vocab, len(b.tokens)
+	width := (cfg.Heads + 2*cfg.KVHeads) * dh
+
+	// Head: dlogits = w·(onehot(target) − softmax(logits)).
+	nh := len(b.heads)
+	dlogits := make([]float32, nh*V)
+	for j := range nh {
+		row, dr := tr.logits[j*V:(j+1)*V], dlogits[j*V:(j+1)*V]
+		copy(dr, row)
+		kernel.Softmax(dr)
+		for i := range dr {
+			dr[i] *= -w[j]
+		}
+		dr[b.targets[j]] += w[j]
+	}
+	hr := make([]float32, nh*d)
+	for j, r := range b.heads {
+		copy(hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
+	}
+	headGrad := g.head
+	if g.tiedHeadToEmb {
+		headGrad = g.embed
+	}
+	addWeightGrad(headGrad, dlogits, hr, nh, V, d) // [V,d] += dlogitsᵀ·hr
+	dhr := make([]float32, nh*d)
+	kernel.MatMul(dhr, dlogits, dec.headRows(), nil, nh, V, d) // dlogits·W, W [V,d]
+	dhf := make([]float32, n*d)
+	for j, r := range b.heads {
+		copy(dhf[r*d:(r+1)*d], dhr[j*d:(j+1)*d])
+	}
+	dx := make([]float32, n*d)
+	dec.normBackward(dx, dhf, tr.final, dec.normW, g.normW, g.normB, n)
+
+	tmp := make([]float32, n*d)
+	for l := cfg.Layers - 1; l >= 0; l-- {
+		ly, gl, a := &dec.layers[l], &g.layers[l], &tr.layers[l]
+		hid, upWidth := cfg.Hidden, len(ly.upW)/d
+		// MLP: x += down(act(up(h2))).
+		addBiasGrad(gl.downB, dx, n, d)
+		addWeightGrad(gl.downW, a.act, dx, n, hid, d)
+		dAct := make([]float32, n*hid)
+		kernel.MatMul(dAct, dx, transposed(ly.downW, hid, d), nil, n, d, hid)
+		dUp := make([]float32, n*upWidth)
+		dec.activationBackward(dUp, dAct, a.up, n)
+		addBiasGrad(gl.upB, dUp, n, upWidth)
+		addWeightGrad(gl.upW, a.h2, dUp, n, d, upWidth)
+		kernel.MatMul(tmp, dUp, transposed(ly.upW, d, upWidth), nil, n, upWidth, d)
+		dec.normBackward(dx, tmp, a.norm2, ly.norm2W, gl.norm2W, gl.norm2B, n)
+		// Attention: x += out(attention(qkv(h1))).
+		addBiasGrad(gl.outB, dx, n, d)
+		addWeightGrad(gl.outW, a.att, dx, n, cfg.Heads*dh, d)
+		dAtt := make([]float32, n*cfg.Heads*dh)
+		kernel.MatMul(dAtt, dx, transposed(ly.outW, cfg.Heads*dh, d), nil, n, d, cfg.Heads*dh)
+		dqkv := dec.attentionBackward(b, a, dAtt, width)
+		if dec.invFreq != nil {
+			dec.rotate(dqkv, b.pos, width, -1)
+		}
+		addBiasGrad(gl.qkvB, dqkv, n, width)
+		addWeightGrad(gl.qkvW, a.h1, dqkv, n, d, width)
+		kernel.MatMul(tmp, dqkv, transposed(ly.qkvW, d, width), nil, n, width, d)
+		dec.normBackward(dx, tmp, a.norm1, ly.norm1W, gl.norm1W, gl.norm1B, n)
+	}
+	for i, t := range b.tokens {
+		addTo(g.embed[t*d:(t+1)*d], dx[i*d:(i+1)*d])
+		if g.pos != nil {
+			addTo(g.pos[b.pos[i]*d:(b.pos[i]+1)*d], dx[i*d:(i+1)*d])
+		}
+	}
+}
+
+// transposed returns the [cols,rows] transpose of w [rows,cols].
+func transposed(w []float32, rows, cols int) []float32 {
+	t := make([]float32, len(w))
+	kernel.Transpose(t, w, rows, cols)
+	return t
+}
+
+// addWeightGrad adds xᵀ·dy to dw [k,m] for x [n,k] and dy [n,m].
+func addWeightGrad(dw, x, dy []float32, n, k, m int) {
+	part := make([]float32, k*m)
+	kernel.MatMul(part, transposed(x, n, k), dy, nil, k, n, m)
+	addTo(dw, part)
+}
+
+// addBiasGrad adds the column sums of dy [n,m] to db (nil: no bias).
+func addBiasGrad(db, dy []float32, n, m int) {
+	if db == nil {
+		return
+	}
+	kernel.Parallel(m, 64, func(lo, hi int) {
+		for i := range n {
+			addTo(db[lo:hi], dy[i*m+lo:i*m+hi])
+		}
+	})
+}
+
+// normBackward adds to dx the gradient through a norm with output gradient
+// dy, and to dw (and db) the gain's (and bias's):
+//
+//	dx̂ = dy⊙w,  dx = (dx̂ − mean(dx̂) − x̂·mean(dx̂⊙x̂))/σ   (LayerNorm)
+//	dx = (dx̂ − x̂·mean(dx̂⊙x̂))/σ                          (RMSNorm)
+func (dec *decoder) normBackward(dx, dy []float32, s normed, w, dw, db []float32, n int) {
+	d := dec.cfg.Dim
+	gpt := dec.cfg.Family == "gpt"
+	kernel.Parallel(d, 32, func(lo, hi int) {
+		for i := range n {
+			for j := lo; j < hi; j++ {
+				dw[j] += dy[i*d+j] * s.xhat[i*d+j]
+			}
+			if db != nil {
+				addTo(db[lo:hi], dy[i*d+lo:i*d+hi])
+			}
+		}
+	})
+	kernel.Parallel(n, 16, func(lo, hi int) {
+		g := make([]float32, d)
+		for i := lo; i < hi; i++ {
+			dyi, xh := dy[i*d:(i+1)*d], s.xhat[i*d:(i+1)*d]
+			mean, dot := 0.0, 0.0
+			for j := range g {
+				g[j] = dyi[j] * w[j]
+				mean += float64(g[j])
+				dot += float64(g[j]) * float64(xh[j])
+			}
+			mean, dot = mean/float64(d), dot/float64(d)
+			if !gpt {
+				mean = 0
+			}
+			r := float64(s.rstd[i])
+			for j := range g {
+				dx[i*d+j] += float32((float64(g[j]) - mean - float64(xh[j])*dot) * r)
+			}
+		}
+	})
+}
+
+// activationBackward sets dUp, the gradient at the up projection's output,
+// from dAct, the gradient at the activation's output.
+func (dec *decoder) activationBackward(dUp, dAct, up []float32, n int) {
+	cfg := dec.cfg
+	if cfg.Family == "llama" {
+		hid := cfg.Hidden
+		kernel.Parallel(n, 16, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				for j := range hid {
+					gt, u, da := float64(up[i*2*hid+j]), float64(up[i*2*hid+hid+j]), float64(dAct[i*hid+j])
+					sig := 1 / (1 + math.Exp(-gt))
+					dUp[i*2*hid+j] = float32(da * u * sig * (1 + gt*(1-sig)))
+					dUp[i*2*hid+hid+j] = float32(da * gt * sig)
+				}
+			}
+		})
+		return
+	}
+	act := cfg.Activation
+	kernel.Parallel(len(up), 1024, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			x, da := float64(up[i]), float64(dAct[i])
+			var slope float64
+			switch act {
+			case "relu":
+				if x > 0 {
+					slope = 1
+				}
+			case "gelu_new":
+				c := math.Sqrt(2 / math.Pi)
+				th := math.Tanh(c * (x + 0.044715*x*x*x))
+				slope = 0.5*(1+th) + 0.5*x*(1-th*th)*c*(1+3*0.044715*x*x)
+			default: // Φ(x) + x·φ(x)
+				slope = 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
+			}
+			dUp[i] = float32(da * slope)
+		}
+	})
+}
+
+// attentionBackward returns the gradient at qkv [N,width] from dAtt, the
+// gradient at the attention output [N,H·Dh]. With dO a head's output
+// gradient and P its probabilities (scores S = q·kᵀ/√Dh):
+//
+//	dP = dO·vᵀ,  dS = P ⊙ (dP − Σ_s dP⊙P),  dq = dS·k/√Dh,  dk = dSᵀ·q/√Dh,  dv = Pᵀ·dO
+func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt []float32, width int) []float32 {
+	cfg := dec.cfg
+	dh, H, KVH := cfg.HeadDim(), cfg.Heads, cfg.KVHeads
+	group := H / KVH
+	scale := float32(1 / math.Sqrt(float64(dh)))
+	dqkv := make([]float32, len(b.tokens)*width)
+	kernel.Parallel(len(b.start)*KVH, 1, func(lo, hi int) {
+		for job := lo; job < hi; job++ {
+			s, hk := job/KVH, job%KVH
+			start, T := b.start[s], b.len[s]
+			q, kT, v := make([]float32, T*dh), make([]float32, dh*T), make([]float32, T*dh)
+			dO, vT, dP := make([]float32, T*dh), make([]float32, dh*T), make([]float32, T*T)
+			dq, dk, dv := make([]float32, T*dh), make([]float32, T*dh), make([]float32, T*dh)
+			k, dST, pT := make([]float32, T*dh), make([]float32, T*T), make([]float32, T*T)
+			dkSum, dvSum := make([]float32, T*dh), make([]float32, T*dh)
+			for hq := hk * group; hq < (hk+1)*group; hq++ {
+				dec.headMatrices(a.qkv, width, start, T, hq, q, kT, v)
+				kernel.Transpose(vT, v, T, dh)
+				kernel.Transpose(k, kT, dh, T)
+				for t := range T {
+					copy(dO[t*dh:(t+1)*dh], dAtt[(start+t)*H*dh+hq*dh:])
+				}
+				p := a.probs[s*H+hq]
+				kernel.MatMulSerial(dP, dO, vT, nil, T, dh, T)
+				for t := range T {
+					pr, dr := p[t*T:t*T+t+1], dP[t*T:(t+1)*T]
+					sum := kernel.Dot(pr, dr)
+					for j := range pr {
+						dr[j] = pr[j] * (dr[j] - sum)
+					}
+					clear(dr[t+1:])
+				}
+				kernel.MatMulSerial(dq, dP, k, nil, T, T, dh) // at the scaled q; ·scale below
+				kernel.Transpose(dST, dP, T, T)
+				kernel.MatMulSerial(dk, dST, q, nil, T, T, dh)
+				kernel.Transpose(pT, p, T, T)
+				kernel.MatMulSerial(dv, pT, dO, nil, T, T, dh)
+				addTo(dkSum, dk)
+				addTo(dvSum, dv)
+				for t := range T {
+					row := dqkv[(start+t)*width:]
+					for j := range dh {
+						row[hq*dh+j] = dq[t*dh+j] * scale
+					}
+				}
+			}
+			kOff, vOff := (H+hk)*dh, (H+KVH+hk)*dh
+			for t := range T {
+				row := dqkv[(start+t)*width:]
+				copy(row[kOff:kOff+dh], dkSum[t*dh:(t+1)*dh])
+				copy(row[vOff:vOff+dh], dvSum[t*dh:(t+1)*dh])
+			}
+		}
+	})
+	return dqkv
+}
+
+// bySpec splits and names the gradients like the model's parameters.
+func (g *grads) bySpec(specs []paramSpec) ([][]float32, error) {
+	cfg := g.cfg
+	d, dh := cfg.Dim, cfg.HeadDim()
+	named := map[string][]float32{cfg.embeddingName(): g.embed}
+	if g.head != nil {
+		named["lm_head.weight"] = g.head
+	}
+	if cfg.Family == "gpt" {
+		named["wpe.weight"], named["ln_f.weight"], named["ln_f.bias"] = g.pos, g.normW, g.normB
+		for l, gl := range g.layers {
+			p := fmt.Sprintf("h.%d.", l)
+			for name, v := range map[string][]float32{
+				"ln_1.weight": gl.norm1W, "ln_1.bias": gl.norm1B, "attn.c_attn.weight": gl.qkvW, "attn.c_attn.bias": gl.qkvB,
+				"attn.c_proj.weight": gl.outW, "attn.c_proj.bias": gl.outB, "ln_2.weight": gl.norm2W, "ln_2.bias": gl.norm2B,
+				"mlp.c_fc.weight": gl.upW, "mlp.c_fc.bias": gl.upB, "mlp.c_proj.weight": gl.downW, "mlp.c_proj.bias": gl.downB,
+			} {
+				named[p+name] = v
+			}
+		}
+	} else {
+		named["model.norm.weight"] = g.normW
+		q, kv := cfg.Heads*dh, cfg.KVHeads*dh
+		for l, gl := range g.layers {
+			p := fmt.Sprintf("model.layers.%d.", l)
+			a := p + "self_attn."
+			qkv := splitColumns(gl.qkvW, d, q, kv, kv)
+			gu := splitColumns(gl.upW, d, cfg.Hidden, cfg.Hidden)
+			named[p+"input_layernorm.weight"], named[p+"post_attention_layernorm.weight"] = gl.norm1W, gl.norm2W
+			named[a+"q_proj.weight"], named[a+"k_proj.weight"], named[a+"v_proj.weight"] = qkv[0], qkv[1], qkv[2]
+			named[a+"o_proj.weight"], named[a+"o_proj.bias"] = gl.outW, gl.outB
+			named[p+"mlp.gate_proj.weight"], named[p+"mlp.up_proj.weight"], named[p+"mlp.down_proj.weight"] = gu[0], gu[1], gl.downW
+			if gl.qkvB != nil {
+				named[a+"q_proj.bias"], named[a+"k_proj.bias"], named[a+"v_proj.bias"] = gl.qkvB[:q], gl.qkvB[q:q+kv], gl.qkvB[q+kv:]
+			}
+		}
+	}
+	out := make([][]float32, len(specs))
+	for i, s := range specs {
+		v, ok := named[s.name]
+		if !ok || len(v) != s.size() {
+			return nil, fmt.Errorf("model: native gradients: parameter %s has no gradient of %d values (have %d)", s.name, s.size(), len(v))
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// splitColumns is the inverse of concatColumns.
+func splitColumns(x []float32, rows int, widths ...int) [][]float32 {
+	total := 0
+	for _, w := range widths {
+		total += w
+	}
+	out := make([][]float32, len(widths))
+	for i, w := range widths {
+		out[i] = make([]float32, rows*w)
+	}
+	for r := range rows {
+		at := r * total
+		for i, w := range widths {
+			copy(out[i][r*w:(r+1)*w], x[at:at+w])
+			at += w
+		}
+	}
+	return out
+}

@@ -426,11 +426,7 @@ func transposed(w []float32, rows, cols int) []float32 {
 }
 
 // addWeightGrad adds xᵀ·dy to dw [k,m] for x [n,k] and dy [n,m].
-func addWeightGrad(dw, x, dy []float32, n, k, m int) {
-	part := make([]float32, k*m)
-	kernel.MatMul(part, transposed(x, n, k), dy, nil, k, n, m)
-	addTo(dw, part)
-}
+func addWeightGrad(dw, x, dy []float32, n, k, m int) { kernel.MatMulTAdd(dw, x, dy, k, n, m) }
 
 // addBiasGrad adds the column sums of dy [n,m] to db (nil: no bias).
 func addBiasGrad(db, dy []float32, n, m int) {
@@ -492,34 +488,32 @@ func (dec *decoder) activationBackward(dUp, dAct, up []float32, n int) {
 		hid := cfg.Hidden
 		kernel.Parallel(n, 16, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				for j := range hid {
-					gt, u, da := float64(up[i*2*hid+j]), float64(up[i*2*hid+hid+j]), float64(dAct[i*hid+j])
-					sig := 1 / (1 + math.Exp(-gt))
-					dUp[i*2*hid+j] = float32(da * u * sig * (1 + gt*(1-sig)))
-					dUp[i*2*hid+hid+j] = float32(da * gt * sig)
-				}
+				g, u := up[i*2*hid:i*2*hid+hid], up[i*2*hid+hid:(i+1)*2*hid]
+				kernel.SiLUMulBackward(dUp[i*2*hid:i*2*hid+hid], dUp[i*2*hid+hid:(i+1)*2*hid], dAct[i*hid:(i+1)*hid], g, u)
 			}
 		})
 		return
 	}
 	act := cfg.Activation
 	kernel.Parallel(len(up), 1024, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			x, da := float64(up[i]), float64(dAct[i])
-			var slope float64
-			switch act {
-			case "relu":
-				if x > 0 {
-					slope = 1
+		x, dy, dx := up[lo:hi], dAct[lo:hi], dUp[lo:hi]
+		switch act {
+		case "relu":
+			for i, v := range x {
+				dx[i] = 0
+				if v > 0 {
+					dx[i] = dy[i]
 				}
-			case "gelu_new":
-				c := math.Sqrt(2 / math.Pi)
-				th := math.Tanh(c * (x + 0.044715*x*x*x))
-				slope = 0.5*(1+th) + 0.5*x*(1-th*th)*c*(1+3*0.044715*x*x)
-			default: // Φ(x) + x·φ(x)
-				slope = 0.5*(1+math.Erf(x/math.Sqrt2)) + x*math.Exp(-x*x/2)/math.Sqrt(2*math.Pi)
 			}
-			dUp[i] = float32(da * slope)
+		case "gelu_new":
+			c := math.Sqrt(2 / math.Pi)
+			for i, v := range x {
+				v := float64(v)
+				th := math.Tanh(c * (v + 0.044715*v*v*v))
+				dx[i] = float32(float64(dy[i]) * (0.5*(1+th) + 0.5*v*(1-th*th)*c*(1+3*0.044715*v*v)))
+			}
+		default:
+			kernel.GELUBackward(dx, dy, x)
 		}
 	})
 }
@@ -539,21 +533,28 @@ func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt []float32, wi
 		for job := lo; job < hi; job++ {
 			s, hk := job/KVH, job%KVH
 			start, T := b.start[s], b.len[s]
-			q, kT, v := make([]float32, T*dh), make([]float32, dh*T), make([]float32, T*dh)
-			dO, vT, dP := make([]float32, T*dh), make([]float32, dh*T), make([]float32, T*T)
-			dq, dk, dv := make([]float32, T*dh), make([]float32, T*dh), make([]float32, T*dh)
-			k, dST, pT := make([]float32, T*dh), make([]float32, T*T), make([]float32, T*T)
-			dkSum, dvSum := make([]float32, T*dh), make([]float32, T*dh)
+			q, k, vT := make([]float32, T*dh), make([]float32, T*dh), make([]float32, dh*T)
+			dO, dP, dq := make([]float32, T*dh), make([]float32, T*T), make([]float32, T*dh)
+			dk, dv := make([]float32, T*dh), make([]float32, T*dh) // summed over the group's query heads
+			kOff, vOff := (H+hk)*dh, (H+KVH+hk)*dh
+			for t := range T {
+				row := a.qkv[(start+t)*width:]
+				copy(k[t*dh:(t+1)*dh], row[kOff:kOff+dh])
+				for j := range dh {
+					vT[j*T+t] = row[vOff+j]
+				}
+			}
 			for hq := hk * group; hq < (hk+1)*group; hq++ {
-				dec.headMatrices(a.qkv, width, start, T, hq, q, kT, v)
-				kernel.Transpose(vT, v, T, dh)
-				kernel.Transpose(k, kT, dh, T)
 				for t := range T {
+					row := a.qkv[(start+t)*width:]
+					for j := range dh {
+						q[t*dh+j] = row[hq*dh+j] * scale
+					}
 					copy(dO[t*dh:(t+1)*dh], dAtt[(start+t)*H*dh+hq*dh:])
 				}
 				p := a.probs[s*H+hq]
 				kernel.MatMulSerial(dP, dO, vT, nil, T, dh, T)
-				for t := range T {
+				for t := range T { // dP becomes dS
 					pr, dr := p[t*T:t*T+t+1], dP[t*T:(t+1)*T]
 					sum := kernel.Dot(pr, dr)
 					for j := range pr {
@@ -562,12 +563,8 @@ func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt []float32, wi
 					clear(dr[t+1:])
 				}
 				kernel.MatMulSerial(dq, dP, k, nil, T, T, dh) // at the scaled q; ·scale below
-				kernel.Transpose(dST, dP, T, T)
-				kernel.MatMulSerial(dk, dST, q, nil, T, T, dh)
-				kernel.Transpose(pT, p, T, T)
-				kernel.MatMulSerial(dv, pT, dO, nil, T, T, dh)
-				addTo(dkSum, dk)
-				addTo(dvSum, dv)
+				kernel.MatMulTAddSerial(dk, dP, q, T, T, dh)
+				kernel.MatMulTAddSerial(dv, p, dO, T, T, dh)
 				for t := range T {
 					row := dqkv[(start+t)*width:]
 					for j := range dh {
@@ -575,11 +572,10 @@ func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt []float32, wi
 					}
 				}
 			}
-			kOff, vOff := (H+hk)*dh, (H+KVH+hk)*dh
 			for t := range T {
 				row := dqkv[(start+t)*width:]
-				copy(row[kOff:kOff+dh], dkSum[t*dh:(t+1)*dh])
-				copy(row[vOff:vOff+dh], dvSum[t*dh:(t+1)*dh])
+				copy(row[kOff:kOff+dh], dk[t*dh:(t+1)*dh])
+				copy(row[vOff:vOff+dh], dv[t*dh:(t+1)*dh])
 			}
 		}
 	})

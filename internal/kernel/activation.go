@@ -52,8 +52,41 @@ func SiLUMul(out, gate, up []float32) {
 	}
 }
 
+// GELUBackward sets dx[i] = dy[i]·GELU′(x[i]), GELU′(x) = Φ(x) + x·φ(x).
+func GELUBackward(dx, dy, x []float32) {
+	if simdGELUBackward != nil {
+		simdGELUBackward(dx, dy, x)
+		return
+	}
+	dy, x = dy[:len(dx)], x[:len(dx)]
+	for i, v := range x {
+		cdf := 0.5 * (1 + erf32(v*(1/math.Sqrt2)))
+		pdf := float32(math.Exp(float64(-0.5*v*v)) / math.Sqrt(2*math.Pi))
+		dx[i] = dy[i] * (cdf + v*pdf)
+	}
+}
+
+// SiLUMulBackward is the gradient of out = silu(gate)·up: with σ = σ(gate),
+// dGate = dOut·up·σ·(1 + gate·(1−σ)) and dUp = dOut·gate·σ.
+func SiLUMulBackward(dGate, dUp, dOut, gate, up []float32) {
+	if simdSiLUMulBackward != nil {
+		simdSiLUMulBackward(dGate, dUp, dOut, gate, up)
+		return
+	}
+	n := len(dOut)
+	dGate, dUp, gate, up = dGate[:n], dUp[:n], gate[:n], up[:n]
+	for i, d := range dOut {
+		g := gate[i]
+		sig := 1 / (1 + float32(math.Exp(float64(-g))))
+		dGate[i] = d * up[i] * sig * (1 + g*(1-sig))
+		dUp[i] = d * g * sig
+	}
+}
+
 var (
-	simdExpShift func(x []float32, shift float32) float32 // x ← exp(x − shift); returns Σ
+	simdGELUBackward    func(dx, dy, x []float32)
+	simdSiLUMulBackward func(dGate, dUp, dOut, gate, up []float32)
+	simdExpShift        func(x []float32, shift float32) float32 // x ← exp(x − shift); returns Σ
 	simdGELU     func(out, x []float32)
 	simdSiLUMul  func(out, gate, up []float32)
 )

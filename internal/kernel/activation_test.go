@@ -93,3 +93,41 @@ func BenchmarkGELU(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/element")
 }
+
+func TestGELUBackward(t *testing.T) {
+	for _, x := range activationInputs() {
+		dy := make([]float32, len(x))
+		for i := range dy {
+			dy[i] = float32(i%3) - 0.7
+		}
+		dx := make([]float32, len(x))
+		GELUBackward(dx, dy, x)
+		for i, v := range x {
+			v := float64(v)
+			want := float64(dy[i]) * (0.5*(1+math.Erf(v/math.Sqrt2)) + v*math.Exp(-v*v/2)/math.Sqrt(2*math.Pi))
+			if d := math.Abs(float64(dx[i]) - want); d > 1e-6*max(1, math.Abs(want)) {
+				t.Errorf("GELUBackward at %v: %v, want %v", v, dx[i], want)
+			}
+		}
+	}
+}
+
+func TestSiLUMulBackward(t *testing.T) {
+	for _, g := range activationInputs() {
+		up, dOut := make([]float32, len(g)), make([]float32, len(g))
+		for i := range up {
+			up[i], dOut[i] = float32(i%5)-1.5, float32(i%3)-0.7
+		}
+		dg, du := make([]float32, len(g)), make([]float32, len(g))
+		SiLUMulBackward(dg, du, dOut, g, up)
+		for i, v := range g {
+			v := float64(v)
+			sig := 1 / (1 + math.Exp(-v))
+			wg := float64(dOut[i]) * float64(up[i]) * sig * (1 + v*(1-sig))
+			wu := float64(dOut[i]) * v * sig
+			if math.Abs(float64(dg[i])-wg) > 1e-6*max(1, math.Abs(wg)) || math.Abs(float64(du[i])-wu) > 1e-6*max(1, math.Abs(wu)) {
+				t.Errorf("SiLUMulBackward at %v: (%v, %v), want (%v, %v)", v, dg[i], du[i], wg, wu)
+			}
+		}
+	}
+}

@@ -27,80 +27,86 @@ const minParallelWork = 1 << 16
 // MatMul sets out = x·w (+ bias) for row-major x [m,k], w [k,n], out [m,n]
 // and bias [n] (or nil).
 func MatMul(out, x, w, bias []float32, m, k, n int) {
-	switch {
-	case len(x) < m*k || len(w) < k*n || len(out) < m*n:
-		panic(fmt.Sprintf("kernel: MatMul %d×%d·%d×%d: operands of %d, %d and %d elements", m, k, k, n, len(x), len(w), len(out)))
-	case bias != nil && len(bias) < n:
-		panic(fmt.Sprintf("kernel: MatMul: bias of %d elements for %d columns", len(bias), n))
-	}
-	if m == 0 || n == 0 {
-		return
-	}
-	blocks := (n + colBlock - 1) / colBlock
-	workers := min(runtime.GOMAXPROCS(0), blocks, max(1, m*k*n/minParallelWork))
-	if workers <= 1 {
-		matMulCols(out, x, w, bias, m, k, n, 0, n)
-		return
-	}
-	var wg sync.WaitGroup
-	for i := range workers {
-		lo, hi := blocks*i/workers*colBlock, min(n, blocks*(i+1)/workers*colBlock)
-		wg.Go(func() { matMulCols(out, x, w, bias, m, k, n, lo, hi) })
-	}
-	wg.Wait()
+	product{out: out, a: x, w: w, bias: bias, m: m, k: k, n: n, rs: k, ps: 1}.run("MatMul", true)
 }
 
 // MatMulSerial is MatMul on the calling goroutine only, for callers that
 // spread many small products over the cores themselves.
 func MatMulSerial(out, x, w, bias []float32, m, k, n int) {
-	if len(x) < m*k || len(w) < k*n || len(out) < m*n || (bias != nil && len(bias) < n) {
-		panic(fmt.Sprintf("kernel: MatMulSerial %d×%d·%d×%d: operands of %d, %d and %d elements", m, k, k, n, len(x), len(w), len(out)))
-	}
-	matMulCols(out, x, w, bias, m, k, n, 0, n)
+	product{out: out, a: x, w: w, bias: bias, m: m, k: k, n: n, rs: k, ps: 1}.run("MatMulSerial", false)
 }
 
-// Transpose writes the [cols,rows] transpose of the row-major [rows,cols]
-// matrix src into dst, in tiles, spread over the cores.
-func Transpose(dst, src []float32, rows, cols int) {
-	const tile = 32
-	if len(src) < rows*cols || len(dst) < rows*cols {
-		panic(fmt.Sprintf("kernel: Transpose %d×%d: %d and %d elements", rows, cols, len(src), len(dst)))
-	}
-	Parallel((rows+tile-1)/tile, max(1, (1<<14)/(tile*max(1, cols))), func(lo, hi int) {
-		for r0 := lo * tile; r0 < min(rows, hi*tile); r0 += tile {
-			for c0 := 0; c0 < cols; c0 += tile {
-				for r := r0; r < min(rows, r0+tile); r++ {
-					for c := c0; c < min(cols, c0+tile); c++ {
-						dst[c*rows+r] = src[r*cols+c]
-					}
-				}
-			}
-		}
-	})
+// MatMulTAdd adds xᵀ·y to out [m,n] for x [k,m] and y [k,n]: a weight
+// gradient, summed over the k rows of a batch, without transposing x.
+func MatMulTAdd(out, x, y []float32, m, k, n int) {
+	product{out: out, a: x, w: y, m: m, k: k, n: n, rs: 1, ps: m, accumulate: true}.run("MatMulTAdd", true)
 }
 
-// matMulCols computes the output columns [lo,hi) of MatMul.
-func matMulCols(out, x, w, bias []float32, m, k, n, lo, hi int) {
-	if simdMatMul != nil {
-		simdMatMul(out, x, w, bias, m, k, n, lo, hi)
+// MatMulTAddSerial is MatMulTAdd on the calling goroutine only.
+func MatMulTAddSerial(out, x, y []float32, m, k, n int) {
+	product{out: out, a: x, w: y, m: m, k: k, n: n, rs: 1, ps: m, accumulate: true}.run("MatMulTAddSerial", false)
+}
+
+// product is out [m,n] = a·w (+ bias), or out += a·w when accumulate, where
+// a's element (i,p) is a[i·rs + p·ps] and w is row-major [k,n].
+type product struct {
+	out, a, w, bias []float32
+	m, k, n, rs, ps int
+	accumulate      bool
+}
+
+func (p product) run(name string, parallel bool) {
+	switch {
+	case p.m < 0 || p.k < 0 || p.n < 0:
+		panic(fmt.Sprintf("kernel: %s: negative shape %d×%d·%d×%d", name, p.m, p.k, p.k, p.n))
+	case p.m == 0 || p.n == 0:
+		return
+	case len(p.out) < p.m*p.n || len(p.w) < p.k*p.n || (p.k > 0 && len(p.a) <= (p.m-1)*p.rs+(p.k-1)*p.ps):
+		panic(fmt.Sprintf("kernel: %s %d×%d·%d×%d: operands of %d, %d and %d elements", name, p.m, p.k, p.k, p.n, len(p.a), len(p.w), len(p.out)))
+	case p.bias != nil && len(p.bias) < p.n:
+		panic(fmt.Sprintf("kernel: %s: bias of %d elements for %d columns", name, len(p.bias), p.n))
+	}
+	blocks := (p.n + colBlock - 1) / colBlock
+	workers := 1
+	if parallel {
+		workers = min(runtime.GOMAXPROCS(0), blocks, max(1, p.m*p.k*p.n/minParallelWork))
+	}
+	if workers <= 1 {
+		p.cols(0, p.n)
 		return
 	}
-	for i := range m {
-		row := out[i*n+lo : i*n+hi]
-		if bias != nil {
-			copy(row, bias[lo:hi])
-		} else {
+	var wg sync.WaitGroup
+	for i := range workers {
+		lo, hi := blocks*i/workers*colBlock, min(p.n, blocks*(i+1)/workers*colBlock)
+		wg.Go(func() { p.cols(lo, hi) })
+	}
+	wg.Wait()
+}
+
+// cols computes the output columns [lo,hi).
+func (p product) cols(lo, hi int) {
+	if simdProduct != nil {
+		simdProduct(p, lo, hi)
+		return
+	}
+	for i := range p.m {
+		row := p.out[i*p.n+lo : i*p.n+hi]
+		switch {
+		case p.accumulate:
+		case p.bias != nil:
+			copy(row, p.bias[lo:hi])
+		default:
 			clear(row)
 		}
-		for p, a := range x[i*k : i*k+k] {
-			Axpy(row, a, w[p*n+lo:p*n+hi])
+		for q := range p.k {
+			Axpy(row, p.a[i*p.rs+q*p.ps], p.w[q*p.n+lo:q*p.n+hi])
 		}
 	}
 }
 
-// simdMatMul, when the build and CPU allow, computes the output columns
-// [lo,hi) of MatMul with vector instructions.
-var simdMatMul func(out, x, w, bias []float32, m, k, n, lo, hi int)
+// simdProduct, when the build and CPU allow, computes the output columns
+// [lo,hi) of a product with vector instructions.
+var simdProduct func(p product, lo, hi int)
 
 // simdAxpy and simdDot are the vector forms of Axpy and Dot, when available.
 var (
@@ -131,6 +137,26 @@ func Dot(a, b []float32) float32 {
 		s += a[i] * b[i]
 	}
 	return s
+}
+
+// Transpose writes the [cols,rows] transpose of the row-major [rows,cols]
+// matrix src into dst, in tiles, spread over the cores.
+func Transpose(dst, src []float32, rows, cols int) {
+	const tile = 32
+	if len(src) < rows*cols || len(dst) < rows*cols {
+		panic(fmt.Sprintf("kernel: Transpose %d×%d: %d and %d elements", rows, cols, len(src), len(dst)))
+	}
+	Parallel((rows+tile-1)/tile, max(1, (1<<14)/(tile*max(1, cols))), func(lo, hi int) {
+		for r0 := lo * tile; r0 < min(rows, hi*tile); r0 += tile {
+			for c0 := 0; c0 < cols; c0 += tile {
+				for r := r0; r < min(rows, r0+tile); r++ {
+					for c := c0; c < min(cols, c0+tile); c++ {
+						dst[c*rows+r] = src[r*cols+c]
+					}
+				}
+			}
+		}
+	})
 }
 
 // Parallel runs fn over [0,n) split into contiguous ranges, one per core

@@ -9,167 +9,80 @@ import (
 
 func init() {
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdMatMul, simdAxpy, simdDot = matMulAVX2, axpyAVX2, dotAVX2
+		simdProduct, simdAxpy, simdDot = productAVX2, axpyAVX2, dotAVX2
 	}
 }
 
-// matMulAVX2 computes output columns [lo,hi) of x [m,k] · w [k,n] (+ bias):
-// for each block of 16 columns (8 at the end, then a partial 8), rows four
-// at a time keep their 4×16 sums in registers over the whole k loop.
-func matMulAVX2(out, x, w, bias []float32, m, k, n, lo, hi int) {
+// productAVX2 computes output columns [lo,hi) of a product: full blocks of
+// 16 columns six rows at a time on the assembly tile, the rest (a partial
+// block, the last m mod 6 rows) one row at a time. Every output element is
+// its initial value plus the multiply-adds in p order on either path.
+func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
 	var acc [12][8]float32
 	for c := lo; c < hi; c += 16 {
 		width := min(16, hi-c)
 		i := 0
-		if width == 16 && k > 0 {
-			for ; i+6 <= m; i += 6 {
+		if width == 16 && p.k > 0 {
+			_ = p.w[(p.k-1)*p.n+c+15]
+			for ; i+6 <= p.m; i += 6 {
 				for r := range 6 {
-					if bias != nil {
-						copy(acc[2*r][:], bias[c:c+8])
-						copy(acc[2*r+1][:], bias[c+8:c+16])
-					} else {
+					switch o := p.out[(i+r)*p.n+c:]; {
+					case p.accumulate:
+						copy(acc[2*r][:], o[:8])
+						copy(acc[2*r+1][:], o[8:16])
+					case p.bias != nil:
+						copy(acc[2*r][:], p.bias[c:c+8])
+						copy(acc[2*r+1][:], p.bias[c+8:c+16])
+					default:
 						acc[2*r], acc[2*r+1] = [8]float32{}, [8]float32{}
 					}
 				}
-				_ = x[(i+5)*k+k-1]
-				_ = w[(k-1)*n+c+15]
-				tile6x16(k, &x[i*k], uintptr(k)*4, &w[c], uintptr(n)*4, &acc)
+				_ = p.a[(i+5)*p.rs+(p.k-1)*p.ps]
+				tile6x16(p.k, &p.a[i*p.rs], uintptr(p.rs)*4, uintptr(p.ps)*4, &p.w[c], uintptr(p.n)*4, &acc)
 				for r := range 6 {
-					o := out[(i+r)*n+c : (i+r)*n+c+16]
+					o := p.out[(i+r)*p.n+c : (i+r)*p.n+c+16]
 					copy(o, acc[2*r][:])
 					copy(o[8:], acc[2*r+1][:])
 				}
 			}
 		}
-		for ; i+4 <= m; i += 4 {
-			block4(out, x, w, bias, i, k, n, c, width)
-		}
-		for ; i < m; i++ {
-			block1(out, x, w, bias, i, k, n, c, width)
+		for ; i < p.m; i++ {
+			p.row(i, c, width)
 		}
 	}
 }
 
 // tile6x16 is the assembly micro-kernel (tile_amd64.s): it adds six rows
-// of x (xstride bytes apart, k floats each) times a 16-column panel of w
-// (rows wstride bytes apart) to the sums in acc.
+// of a (xstride bytes apart; consecutive p xstep bytes apart) times a
+// 16-column panel of w (rows wstride bytes apart) over k steps to the sums
+// in acc.
 //
 //go:noescape
-func tile6x16(k int, x *float32, xstride uintptr, w *float32, wstride uintptr, acc *[12][8]float32)
+func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, acc *[12][8]float32)
 
 // load8 loads up to 8 floats of s (zeros past its end).
 func load8(s []float32) archsimd.Float32x8 { return archsimd.LoadFloat32x8SlicePart(s) }
 
-func block4(out, x, w, bias []float32, i, k, n, c, width int) {
-	var b0, b1 archsimd.Float32x8
-	if bias != nil {
-		b0, b1 = load8(bias[c:c+min(8, width)]), load8(bias[c+min(8, width):c+width])
-	}
-	c00, c01, c10, c11, c20, c21, c30, c31 := b0, b1, b0, b1, b0, b1, b0, b1
-	x0, x1, x2, x3 := x[i*k:i*k+k], x[(i+1)*k:(i+1)*k+k], x[(i+2)*k:(i+2)*k+k], x[(i+3)*k:(i+3)*k+k]
-	if width == 16 {
-		c00, c01, c10, c11, c20, c21, c30, c31 = full4x16(x0, x1, x2, x3, w[c:], k, n, c00, c01, c10, c11, c20, c21, c30, c31)
-	} else {
-		h := min(8, width)
-		for p := range k {
-			wp := w[p*n+c : p*n+c+width]
-			w0, w1 := load8(wp[:h]), load8(wp[h:])
-			a := archsimd.BroadcastFloat32x8(x0[p])
-			c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
-			a = archsimd.BroadcastFloat32x8(x1[p])
-			c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
-			a = archsimd.BroadcastFloat32x8(x2[p])
-			c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
-			a = archsimd.BroadcastFloat32x8(x3[p])
-			c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
-		}
-	}
-	store2(out[i*n+c:i*n+c+width], c00, c01)
-	store2(out[(i+1)*n+c:(i+1)*n+c+width], c10, c11)
-	store2(out[(i+2)*n+c:(i+2)*n+c+width], c20, c21)
-	store2(out[(i+3)*n+c:(i+3)*n+c+width], c30, c31)
-}
-
-func block1(out, x, w, bias []float32, i, k, n, c, width int) {
+// row computes columns [c, c+width) (width ≤ 16) of output row i.
+func (p product) row(i, c, width int) {
 	h := min(8, width)
+	o := p.out[i*p.n+c : i*p.n+c+width]
 	var c0, c1 archsimd.Float32x8
-	if bias != nil {
-		c0, c1 = load8(bias[c:c+h]), load8(bias[c+h:c+width])
+	switch {
+	case p.accumulate:
+		c0, c1 = load8(o[:h]), load8(o[h:])
+	case p.bias != nil:
+		c0, c1 = load8(p.bias[c:c+h]), load8(p.bias[c+h:c+width])
 	}
-	for p, xp := range x[i*k : i*k+k] {
-		wp := w[p*n+c : p*n+c+width]
-		a := archsimd.BroadcastFloat32x8(xp)
-		c0, c1 = a.MulAdd(load8(wp[:h]), c0), a.MulAdd(load8(wp[h:]), c1)
+	at := i * p.rs
+	for q := range p.k {
+		wq := p.w[q*p.n+c : q*p.n+c+width]
+		a := archsimd.BroadcastFloat32x8(p.a[at])
+		c0, c1 = a.MulAdd(load8(wq[:h]), c0), a.MulAdd(load8(wq[h:]), c1)
+		at += p.ps
 	}
-	store2(out[i*n+c:i*n+c+width], c0, c1)
-}
-
-// full4x16 adds x_r[p]·w[p·n : p·n+16] over p < k to the accumulators of
-// rows r = 0…3 (two 8-lane halves each). The k loop is unrolled by four,
-// which amortizes the loop-carried register moves and bounds checks over
-// more multiply-adds.
-func full4x16(x0, x1, x2, x3, w []float32, k, n int,
-	c00, c01, c10, c11, c20, c21, c30, c31 archsimd.Float32x8) (_, _, _, _, _, _, _, _ archsimd.Float32x8) {
-	x0, x1, x2, x3 = x0[:k], x1[:k], x2[:k], x3[:k]
-	var w0, w1, a archsimd.Float32x8
-	p, q, o := 0, 0, 0
-	for ; p+4 <= k; p, q = p+4, q+4*n {
-		_, _, _, _ = x0[p+3], x1[p+3], x2[p+3], x3[p+3]
-		o = q + 0*n
-		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
-		a = archsimd.BroadcastFloat32x8(x0[p+0])
-		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
-		a = archsimd.BroadcastFloat32x8(x1[p+0])
-		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
-		a = archsimd.BroadcastFloat32x8(x2[p+0])
-		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
-		a = archsimd.BroadcastFloat32x8(x3[p+0])
-		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
-		o = q + 1*n
-		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
-		a = archsimd.BroadcastFloat32x8(x0[p+1])
-		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
-		a = archsimd.BroadcastFloat32x8(x1[p+1])
-		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
-		a = archsimd.BroadcastFloat32x8(x2[p+1])
-		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
-		a = archsimd.BroadcastFloat32x8(x3[p+1])
-		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
-		o = q + 2*n
-		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
-		a = archsimd.BroadcastFloat32x8(x0[p+2])
-		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
-		a = archsimd.BroadcastFloat32x8(x1[p+2])
-		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
-		a = archsimd.BroadcastFloat32x8(x2[p+2])
-		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
-		a = archsimd.BroadcastFloat32x8(x3[p+2])
-		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
-		o = q + 3*n
-		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
-		a = archsimd.BroadcastFloat32x8(x0[p+3])
-		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
-		a = archsimd.BroadcastFloat32x8(x1[p+3])
-		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
-		a = archsimd.BroadcastFloat32x8(x2[p+3])
-		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
-		a = archsimd.BroadcastFloat32x8(x3[p+3])
-		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
-	}
-	for ; p < k; p, q = p+1, q+n {
-		o = q + 0*n
-		w0, w1 = archsimd.LoadFloat32x8((*[8]float32)(w[o:o+8])), archsimd.LoadFloat32x8((*[8]float32)(w[o+8:o+16]))
-		a = archsimd.BroadcastFloat32x8(x0[p+0])
-		c00, c01 = a.MulAdd(w0, c00), a.MulAdd(w1, c01)
-		a = archsimd.BroadcastFloat32x8(x1[p+0])
-		c10, c11 = a.MulAdd(w0, c10), a.MulAdd(w1, c11)
-		a = archsimd.BroadcastFloat32x8(x2[p+0])
-		c20, c21 = a.MulAdd(w0, c20), a.MulAdd(w1, c21)
-		a = archsimd.BroadcastFloat32x8(x3[p+0])
-		c30, c31 = a.MulAdd(w0, c30), a.MulAdd(w1, c31)
-	}
-	return c00, c01, c10, c11, c20, c21, c30, c31
+	store2(o, c0, c1)
 }
 
 // store2 stores the first len(s) of the 16 lanes of (v0, v1) into s.
@@ -216,6 +129,7 @@ func dotAVX2(a, b []float32) float32 {
 func init() {
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
 		simdExpShift, simdGELU, simdSiLUMul = expShiftAVX2, geluAVX2, siluMulAVX2
+		simdGELUBackward, simdSiLUMulBackward = geluBackwardAVX2, siluMulBackwardAVX2
 		simdScores, simdWeightedSum = scoresAVX2, weightedSumAVX2
 		expConst = [...]archsimd.Float32x8{
 			archsimd.BroadcastFloat32x8(expMax), archsimd.BroadcastFloat32x8(expMin), archsimd.BroadcastFloat32x8(log2e),
@@ -385,6 +299,50 @@ func weightedSumAVX2(o, p, values []float32) {
 	}
 	for i := range n {
 		acc[i].StoreSlice(o[8*i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func geluBackwardAVX2(dx, dy, x []float32) {
+	dy, x = dy[:len(dx)], x[:len(dx)]
+	half, one := archsimd.BroadcastFloat32x8(0.5), archsimd.BroadcastFloat32x8(1)
+	invSqrt2, invSqrt2Pi := archsimd.BroadcastFloat32x8(1/math.Sqrt2), archsimd.BroadcastFloat32x8(float32(1/math.Sqrt(2*math.Pi)))
+	var zero archsimd.Float32x8
+	slope := func(v archsimd.Float32x8) archsimd.Float32x8 {
+		cdf := erf8(v.Mul(invSqrt2)).Add(one).Mul(half)
+		pdf := exp8(zero.Sub(v.Mul(v).Mul(half))).Mul(invSqrt2Pi)
+		return v.MulAdd(pdf, cdf)
+	}
+	i := 0
+	for ; i+8 <= len(dx); i += 8 {
+		slope(archsimd.LoadFloat32x8Slice(x[i:])).Mul(archsimd.LoadFloat32x8Slice(dy[i:])).StoreSlice(dx[i:])
+	}
+	if i < len(dx) {
+		slope(load8(x[i:])).Mul(load8(dy[i:])).StoreSlicePart(dx[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func siluMulBackwardAVX2(dGate, dUp, dOut, gate, up []float32) {
+	n := len(dOut)
+	dGate, dUp, gate, up = dGate[:n], dUp[:n], gate[:n], up[:n]
+	one := archsimd.BroadcastFloat32x8(1)
+	var zero archsimd.Float32x8
+	grads := func(d, g, u archsimd.Float32x8) (dg, du archsimd.Float32x8) {
+		sig := one.Div(exp8(zero.Sub(g)).Add(one))
+		ds := d.Mul(sig)
+		return ds.Mul(u).Mul(g.MulAdd(one.Sub(sig), one)), ds.Mul(g)
+	}
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		dg, du := grads(archsimd.LoadFloat32x8Slice(dOut[i:]), archsimd.LoadFloat32x8Slice(gate[i:]), archsimd.LoadFloat32x8Slice(up[i:]))
+		dg.StoreSlice(dGate[i:])
+		du.StoreSlice(dUp[i:])
+	}
+	if i < n {
+		dg, du := grads(load8(dOut[i:]), load8(gate[i:]), load8(up[i:]))
+		dg.StoreSlicePart(dGate[i:])
+		du.StoreSlicePart(dUp[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }

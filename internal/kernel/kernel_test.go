@@ -215,3 +215,27 @@ func TestMatMulSerialMatchesMatMul(t *testing.T) {
 		}
 	}
 }
+
+func TestMatMulTAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, tc := range []struct{ m, k, n int }{{1, 1, 1}, {6, 5, 16}, {13, 70, 33}, {128, 300, 40}, {7, 1, 130}} {
+		x, y := random(rng, tc.k*tc.m), random(rng, tc.k*tc.n)
+		xt := make([]float32, len(x))
+		Transpose(xt, x, tc.k, tc.m)
+		init := random(rng, tc.m*tc.n)
+		want := naive(xt, y, nil, tc.m, tc.k, tc.n)
+		for _, serial := range []bool{false, true} {
+			out := append([]float32(nil), init...)
+			if serial {
+				MatMulTAddSerial(out, x, y, tc.m, tc.k, tc.n)
+			} else {
+				MatMulTAdd(out, x, y, tc.m, tc.k, tc.n)
+			}
+			for i, v := range out {
+				if d := math.Abs(float64(v) - float64(init[i]) - want[i]); d > 1e-4*math.Sqrt(float64(tc.k)) {
+					t.Fatalf("%v serial=%v: out[%d] = %v, want %v", tc, serial, i, v, float64(init[i])+want[i])
+				}
+			}
+		}
+	}
+}

@@ -2,19 +2,20 @@
 
 #include "textflag.h"
 
-// func tile6x16(k int, x *float32, xstride uintptr, w *float32, wstride uintptr, acc *[12][8]float32)
+// func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, acc *[12][8]float32)
 //
-// acc[2r], acc[2r+1] += Σ_{p<k} x[r·xstride + 4p] · w[p·wstride : +16 floats]
+// acc[2r], acc[2r+1] += Σ_{p<k} x[r·xstride + p·xstep] · w[p·wstride : +16 floats]
 // for rows r = 0…5 (strides in bytes). The twelve 8-lane sums stay in
 // Y0–Y11 for the whole loop; each step loads the 16 weights once into
 // Y12–Y13 and broadcasts each row's x[p] from memory.
-TEXT ·tile6x16(SB), NOSPLIT, $0-48
+TEXT ·tile6x16(SB), NOSPLIT, $0-56
 	MOVQ k+0(FP), AX
 	MOVQ x+8(FP), SI
 	MOVQ xstride+16(FP), R8
-	MOVQ w+24(FP), DI
-	MOVQ wstride+32(FP), R12
-	MOVQ acc+40(FP), BX
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+	MOVQ acc+48(FP), BX
 	LEAQ (SI)(R8*2), R11
 	ADDQ R8, R11
 
@@ -55,8 +56,8 @@ loop:
 	VBROADCASTSS (R11)(R8*2), Y15
 	VFMADD231PS  Y12, Y15, Y10
 	VFMADD231PS  Y13, Y15, Y11
-	ADDQ         $4, SI
-	ADDQ         $4, R11
+	ADDQ         R13, SI
+	ADDQ         R13, R11
 	ADDQ         R12, DI
 	DECQ         AX
 	JNZ          loop

@@ -87,8 +87,8 @@ var (
 	simdGELUBackward    func(dx, dy, x []float32)
 	simdSiLUMulBackward func(dGate, dUp, dOut, gate, up []float32)
 	simdExpShift        func(x []float32, shift float32) float32 // x ← exp(x − shift); returns Σ
-	simdGELU     func(out, x []float32)
-	simdSiLUMul  func(out, gate, up []float32)
+	simdGELU            func(out, x []float32)
+	simdSiLUMul         func(out, gate, up []float32)
 )
 
 // erfRange bounds the argument of the erf series: |erf(x)| rounds to 1 in

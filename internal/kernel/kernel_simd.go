@@ -19,32 +19,25 @@ func init() {
 // its initial value plus the multiply-adds in p order on either path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
-	var acc [12][8]float32
+	var zeros [16]float32
 	for c := lo; c < hi; c += 16 {
 		width := min(16, hi-c)
 		i := 0
-		if width == 16 && p.k > 0 {
+		if width == 16 && p.k > 0 && p.m >= 6 {
 			_ = p.w[(p.k-1)*p.n+c+15]
+			_ = p.out[(p.m-1)*p.n+c+15]
+			init, istride := &zeros[0], uintptr(0)
+			if p.bias != nil {
+				_ = p.bias[c+15]
+				init = &p.bias[c]
+			}
 			for ; i+6 <= p.m; i += 6 {
-				for r := range 6 {
-					switch o := p.out[(i+r)*p.n+c:]; {
-					case p.accumulate:
-						copy(acc[2*r][:], o[:8])
-						copy(acc[2*r+1][:], o[8:16])
-					case p.bias != nil:
-						copy(acc[2*r][:], p.bias[c:c+8])
-						copy(acc[2*r+1][:], p.bias[c+8:c+16])
-					default:
-						acc[2*r], acc[2*r+1] = [8]float32{}, [8]float32{}
-					}
-				}
 				_ = p.a[(i+5)*p.rs+(p.k-1)*p.ps]
-				tile6x16(p.k, &p.a[i*p.rs], uintptr(p.rs)*4, uintptr(p.ps)*4, &p.w[c], uintptr(p.n)*4, &acc)
-				for r := range 6 {
-					o := p.out[(i+r)*p.n+c : (i+r)*p.n+c+16]
-					copy(o, acc[2*r][:])
-					copy(o[8:], acc[2*r+1][:])
+				if p.accumulate {
+					init, istride = &p.out[i*p.n+c], uintptr(p.n)*4
 				}
+				tile6x16(p.k, &p.a[i*p.rs], uintptr(p.rs)*4, uintptr(p.ps)*4, &p.w[c], uintptr(p.n)*4,
+					init, istride, &p.out[i*p.n+c], uintptr(p.n)*4)
 			}
 		}
 		for ; i < p.m; i++ {
@@ -53,13 +46,15 @@ func productAVX2(p product, lo, hi int) {
 	}
 }
 
-// tile6x16 is the assembly micro-kernel (tile_amd64.s): it adds six rows
-// of a (xstride bytes apart; consecutive p xstep bytes apart) times a
-// 16-column panel of w (rows wstride bytes apart) over k steps to the sums
-// in acc.
+// tile6x16 is the assembly micro-kernel (tile_amd64.s): six output rows
+// (ostride bytes apart) of 16 columns are their initial values (rows
+// istride bytes apart from init) plus six rows of a (xstride bytes apart;
+// consecutive p xstep bytes apart) times a 16-column panel of w (rows
+// wstride bytes apart) over k steps.
 //
 //go:noescape
-func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, acc *[12][8]float32)
+func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+	init *float32, istride uintptr, out *float32, ostride uintptr)
 
 // load8 loads up to 8 floats of s (zeros past its end).
 func load8(s []float32) archsimd.Float32x8 { return archsimd.LoadFloat32x8SlicePart(s) }

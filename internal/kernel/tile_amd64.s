@@ -2,35 +2,42 @@
 
 #include "textflag.h"
 
-// func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, acc *[12][8]float32)
+// func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
 //
-// acc[2r], acc[2r+1] += Σ_{p<k} x[r·xstride + p·xstep] · w[p·wstride : +16 floats]
-// for rows r = 0…5 (strides in bytes). The twelve 8-lane sums stay in
-// Y0–Y11 for the whole loop; each step loads the 16 weights once into
-// Y12–Y13 and broadcasts each row's x[p] from memory.
-TEXT ·tile6x16(SB), NOSPLIT, $0-56
+// For rows r = 0…5 (all strides in bytes):
+//
+//	out[r·ostride : +16 floats] = init[r·istride : +16 floats] + Σ_{p<k} x[r·xstride + p·xstep] · w[p·wstride : +16 floats]
+//
+// The twelve 8-lane sums stay in Y0–Y11 for the whole loop; each step loads
+// the 16 weights once into Y12–Y13 and broadcasts each row's x from memory.
+// istride 0 starts every row from the same 16 values (a bias, or zeros).
+TEXT ·tile6x16(SB), NOSPLIT, $0-80
+	MOVQ init+48(FP), BX
+	MOVQ istride+56(FP), CX
+	LEAQ (BX)(CX*2), DX
+	ADDQ CX, DX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS (BX)(CX*1), Y2
+	VMOVUPS 32(BX)(CX*1), Y3
+	VMOVUPS (BX)(CX*2), Y4
+	VMOVUPS 32(BX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	VMOVUPS (DX)(CX*1), Y8
+	VMOVUPS 32(DX)(CX*1), Y9
+	VMOVUPS (DX)(CX*2), Y10
+	VMOVUPS 32(DX)(CX*2), Y11
+
 	MOVQ k+0(FP), AX
 	MOVQ x+8(FP), SI
 	MOVQ xstride+16(FP), R8
 	MOVQ xstep+24(FP), R13
 	MOVQ w+32(FP), DI
 	MOVQ wstride+40(FP), R12
-	MOVQ acc+48(FP), BX
 	LEAQ (SI)(R8*2), R11
 	ADDQ R8, R11
-
-	VMOVUPS 0(BX), Y0
-	VMOVUPS 32(BX), Y1
-	VMOVUPS 64(BX), Y2
-	VMOVUPS 96(BX), Y3
-	VMOVUPS 128(BX), Y4
-	VMOVUPS 160(BX), Y5
-	VMOVUPS 192(BX), Y6
-	VMOVUPS 224(BX), Y7
-	VMOVUPS 256(BX), Y8
-	VMOVUPS 288(BX), Y9
-	VMOVUPS 320(BX), Y10
-	VMOVUPS 352(BX), Y11
 
 	TESTQ AX, AX
 	JZ    done
@@ -63,17 +70,21 @@ loop:
 	JNZ          loop
 
 done:
-	VMOVUPS Y0, 0(BX)
+	MOVQ    out+64(FP), BX
+	MOVQ    ostride+72(FP), CX
+	LEAQ    (BX)(CX*2), DX
+	ADDQ    CX, DX
+	VMOVUPS Y0, (BX)
 	VMOVUPS Y1, 32(BX)
-	VMOVUPS Y2, 64(BX)
-	VMOVUPS Y3, 96(BX)
-	VMOVUPS Y4, 128(BX)
-	VMOVUPS Y5, 160(BX)
-	VMOVUPS Y6, 192(BX)
-	VMOVUPS Y7, 224(BX)
-	VMOVUPS Y8, 256(BX)
-	VMOVUPS Y9, 288(BX)
-	VMOVUPS Y10, 320(BX)
-	VMOVUPS Y11, 352(BX)
+	VMOVUPS Y2, (BX)(CX*1)
+	VMOVUPS Y3, 32(BX)(CX*1)
+	VMOVUPS Y4, (BX)(CX*2)
+	VMOVUPS Y5, 32(BX)(CX*2)
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	VMOVUPS Y8, (DX)(CX*1)
+	VMOVUPS Y9, 32(DX)(CX*1)
+	VMOVUPS Y10, (DX)(CX*2)
+	VMOVUPS Y11, 32(DX)(CX*2)
 	VZEROUPPER
 	RET

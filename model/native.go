@@ -192,7 +192,7 @@ func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 		addTo(x, h)
 		dec.norm(h, x, ly.norm2W, ly.norm2B, n)
 		kernel.MatMul(up, h, ly.upW, ly.upB, n, d, upWidth)
-		dec.activate(hidden, up, n)
+		dec.activate(hidden, nil, up, n)
 		kernel.MatMul(h, hidden, ly.downW, ly.downB, n, len(hidden)/n, d)
 		addTo(x, h)
 	}
@@ -310,8 +310,9 @@ func (dec *decoder) attend(c *kvCache, l int, att, qkv []float32, row, slot []in
 
 // activate applies the MLP nonlinearity: gpt's activation of up into out
 // (which may be up itself), llama's silu(gate)·up from the [n,2·hid] rows
-// of up into out [n,hid].
-func (dec *decoder) activate(out, up []float32, n int) {
+// of up into out [n,hid]. For exact GELU, cdf (if not nil) receives Φ(up)
+// for the backward pass.
+func (dec *decoder) activate(out, cdf, up []float32, n int) {
 	if dec.cfg.Family == "llama" {
 		hid := dec.cfg.Hidden
 		kernel.Parallel(n, 4, func(lo, hi int) {
@@ -336,7 +337,11 @@ func (dec *decoder) activate(out, up []float32, n int) {
 				y[i] = float32(0.5 * v * (1 + math.Tanh(math.Sqrt(2/math.Pi)*(v+0.044715*v*v*v))))
 			}
 		default:
-			kernel.GELU(y, x)
+			var c []float32
+			if cdf != nil {
+				c = cdf[lo*width : hi*width]
+			}
+			kernel.GELU(y, c, x)
 		}
 	})
 }

@@ -74,6 +74,7 @@ type layerActs struct {
 	probs        [][]float32 // per sequence and query head: [T,T] attention probabilities
 	att          []float32   // [N,H·Dh] attention output
 	up           []float32   // [N,upWidth] pre-activation
+	cdf          []float32   // exact GELU: Φ(up), for the backward pass
 	act          []float32   // [N,hid] activation (the down projection's input)
 }
 
@@ -116,7 +117,10 @@ func (dec *decoder) run(b *batch) *trace {
 		a.up = make([]float32, n*upWidth)
 		kernel.MatMul(a.up, a.h2, ly.upW, ly.upB, n, d, upWidth)
 		a.act = make([]float32, n*cfg.Hidden)
-		dec.activate(a.act, a.up, n)
+		if cfg.Family == "gpt" && cfg.Activation == "gelu" {
+			a.cdf = make([]float32, len(a.up))
+		}
+		dec.activate(a.act, a.cdf, a.up, n)
 		kernel.MatMul(tmp, a.act, ly.downW, ly.downB, n, cfg.Hidden, d)
 		addTo(x, tmp)
 	}
@@ -391,7 +395,7 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 		dAct := make([]float32, n*hid)
 		kernel.MatMul(dAct, dx, transposed(ly.downW, hid, d), nil, n, d, hid)
 		dUp := make([]float32, n*upWidth)
-		dec.activationBackward(dUp, dAct, a.up, n)
+		dec.activationBackward(dUp, dAct, a.up, a.cdf, n)
 		addBiasGrad(gl.upB, dUp, n, upWidth)
 		addWeightGrad(gl.upW, a.h2, dUp, n, d, upWidth)
 		kernel.MatMul(tmp, dUp, transposed(ly.upW, d, upWidth), nil, n, upWidth, d)
@@ -482,7 +486,7 @@ func (dec *decoder) normBackward(dx, dy []float32, s normed, w, dw, db []float32
 
 // activationBackward sets dUp, the gradient at the up projection's output,
 // from dAct, the gradient at the activation's output.
-func (dec *decoder) activationBackward(dUp, dAct, up []float32, n int) {
+func (dec *decoder) activationBackward(dUp, dAct, up, cdf []float32, n int) {
 	cfg := dec.cfg
 	if cfg.Family == "llama" {
 		hid := cfg.Hidden
@@ -513,7 +517,7 @@ func (dec *decoder) activationBackward(dUp, dAct, up []float32, n int) {
 				dx[i] = float32(float64(dy[i]) * (0.5*(1+th) + 0.5*v*(1-th*th)*c*(1+3*0.044715*v*v)))
 			}
 		default:
-			kernel.GELUBackward(dx, dy, x)
+			kernel.GELUBackward(dx, dy, x, cdf[lo:hi])
 		}
 	})
 }

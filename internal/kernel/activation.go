@@ -26,16 +26,21 @@ func Softmax(x []float32) {
 	}
 }
 
-// GELU sets out[i] = x[i]·Φ(x[i]), exact GELU: 0.5·x·(1 + erf(x/√2)).
-// erf comes from a Chebyshev series within 3e-7 of math.Erf (erfSeries).
-func GELU(out, x []float32) {
+// GELU sets out[i] = x[i]·Φ(x[i]), exact GELU: Φ(x) = 0.5·(1 + erf(x/√2)),
+// and, if cdf is not nil, cdf[i] = Φ(x[i]) (for GELUBackward). erf comes
+// from a Chebyshev series within 3e-7 of math.Erf (erfSeries).
+func GELU(out, cdf, x []float32) {
 	if simdGELU != nil {
-		simdGELU(out, x)
+		simdGELU(out, cdf, x)
 		return
 	}
 	x = x[:len(out)]
 	for i, v := range x {
-		out[i] = 0.5 * v * (1 + erf32(v*(1/math.Sqrt2)))
+		c := 0.5 * (1 + erf32(v*(1/math.Sqrt2)))
+		out[i] = v * c
+		if cdf != nil {
+			cdf[i] = c
+		}
 	}
 }
 
@@ -52,17 +57,17 @@ func SiLUMul(out, gate, up []float32) {
 	}
 }
 
-// GELUBackward sets dx[i] = dy[i]·GELU′(x[i]), GELU′(x) = Φ(x) + x·φ(x).
-func GELUBackward(dx, dy, x []float32) {
+// GELUBackward sets dx[i] = dy[i]·GELU′(x[i]), GELU′(x) = Φ(x) + x·φ(x),
+// with Φ(x[i]) = cdf[i] as GELU gave it.
+func GELUBackward(dx, dy, x, cdf []float32) {
 	if simdGELUBackward != nil {
-		simdGELUBackward(dx, dy, x)
+		simdGELUBackward(dx, dy, x, cdf)
 		return
 	}
-	dy, x = dy[:len(dx)], x[:len(dx)]
+	dy, x, cdf = dy[:len(dx)], x[:len(dx)], cdf[:len(dx)]
 	for i, v := range x {
-		cdf := 0.5 * (1 + erf32(v*(1/math.Sqrt2)))
 		pdf := float32(math.Exp(float64(-0.5*v*v)) / math.Sqrt(2*math.Pi))
-		dx[i] = dy[i] * (cdf + v*pdf)
+		dx[i] = dy[i] * (cdf[i] + v*pdf)
 	}
 }
 
@@ -84,10 +89,10 @@ func SiLUMulBackward(dGate, dUp, dOut, gate, up []float32) {
 }
 
 var (
-	simdGELUBackward    func(dx, dy, x []float32)
+	simdGELUBackward    func(dx, dy, x, cdf []float32)
 	simdSiLUMulBackward func(dGate, dUp, dOut, gate, up []float32)
 	simdExpShift        func(x []float32, shift float32) float32 // x ← exp(x − shift); returns Σ
-	simdGELU            func(out, x []float32)
+	simdGELU            func(out, cdf, x []float32)
 	simdSiLUMul         func(out, gate, up []float32)
 )
 

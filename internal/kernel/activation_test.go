@@ -34,9 +34,12 @@ func activationInputs() [][]float32 {
 
 func TestGELU(t *testing.T) {
 	for _, x := range activationInputs() {
-		out := make([]float32, len(x))
-		GELU(out, x)
+		out, cdf := make([]float32, len(x)), make([]float32, len(x))
+		GELU(out, cdf, x)
 		for i, v := range x {
+			if w := 0.5 * (1 + math.Erf(float64(v)/math.Sqrt2)); math.Abs(float64(cdf[i])-w) > 3e-7 {
+				t.Errorf("GELU's Φ(%v) = %v, want %v", v, cdf[i], w)
+			}
 			want := 0.5 * float64(v) * (1 + math.Erf(float64(v)/math.Sqrt2))
 			// erf's own error (3e-7) scaled by x/2, plus float32 rounding.
 			if d := math.Abs(float64(out[i]) - want); d > 1.5e-7*math.Abs(float64(v))+1e-6*max(1, math.Abs(want)) {
@@ -89,7 +92,7 @@ func BenchmarkGELU(b *testing.B) {
 	x = append(append(append(x, x...), x...), x...)
 	out := make([]float32, len(x))
 	for b.Loop() {
-		GELU(out, x)
+		GELU(out, nil, x)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(x)), "ns/element")
 }
@@ -100,8 +103,9 @@ func TestGELUBackward(t *testing.T) {
 		for i := range dy {
 			dy[i] = float32(i%3) - 0.7
 		}
-		dx := make([]float32, len(x))
-		GELUBackward(dx, dy, x)
+		dx, y, cdf := make([]float32, len(x)), make([]float32, len(x)), make([]float32, len(x))
+		GELU(y, cdf, x)
+		GELUBackward(dx, dy, x, cdf)
 		for i, v := range x {
 			v := float64(v)
 			want := float64(dy[i]) * (0.5*(1+math.Erf(v/math.Sqrt2)) + v*math.Exp(-v*v/2)/math.Sqrt(2*math.Pi))

@@ -15,7 +15,7 @@ func init() {
 
 // productAVX2 computes output columns [lo,hi) of a product: full blocks of
 // 16 columns six rows at a time on the assembly tile, the rest (a partial
-// block, the last m mod 6 rows) one row at a time. Every output element is
+// block; the last m mod 6 rows of an accumulating product) one row at a time. Every output element is
 // its initial value plus the multiply-adds in p order on either path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
@@ -31,7 +31,15 @@ func productAVX2(p product, lo, hi int) {
 				_ = p.bias[c+15]
 				init = &p.bias[c]
 			}
-			for ; i+6 <= p.m; i += 6 {
+			for ; i < p.m; i += 6 {
+				if i+6 > p.m {
+					if p.accumulate {
+						break // the rest row by row: a second tile would add twice
+					}
+					// The last tile overlaps the one before: its rows come out
+					// the same, and the product needs no row-by-row tail.
+					i = p.m - 6
+				}
 				_ = p.a[(i+5)*p.rs+(p.k-1)*p.ps]
 				if p.accumulate {
 					init, istride = &p.out[i*p.n+c], uintptr(p.n)*4
@@ -213,18 +221,25 @@ func erf8(z archsimd.Float32x8) archsimd.Float32x8 {
 	return t.Mul(u.MulAdd(b1, erfVectors[0].Sub(b2)))
 }
 
-func geluAVX2(out, x []float32) {
+func geluAVX2(out, cdf, x []float32) {
 	x = x[:len(out)]
 	half, one, invSqrt2 := archsimd.BroadcastFloat32x8(0.5), archsimd.BroadcastFloat32x8(1), archsimd.BroadcastFloat32x8(1/math.Sqrt2)
-	gelu := func(v archsimd.Float32x8) archsimd.Float32x8 {
-		return v.Mul(half).Mul(erf8(v.Mul(invSqrt2)).Add(one))
-	}
 	i := 0
 	for ; i+8 <= len(out); i += 8 {
-		gelu(archsimd.LoadFloat32x8Slice(x[i:])).StoreSlice(out[i:])
+		v := archsimd.LoadFloat32x8Slice(x[i:])
+		c := erf8(v.Mul(invSqrt2)).Add(one).Mul(half)
+		v.Mul(c).StoreSlice(out[i:])
+		if cdf != nil {
+			c.StoreSlice(cdf[i:])
+		}
 	}
 	if i < len(out) {
-		gelu(load8(x[i:])).StoreSlicePart(out[i:])
+		v := load8(x[i:])
+		c := erf8(v.Mul(invSqrt2)).Add(one).Mul(half)
+		v.Mul(c).StoreSlicePart(out[i:])
+		if cdf != nil {
+			c.StoreSlicePart(cdf[i:])
+		}
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -298,22 +313,19 @@ func weightedSumAVX2(o, p, values []float32) {
 	archsimd.ClearAVXUpperBits()
 }
 
-func geluBackwardAVX2(dx, dy, x []float32) {
-	dy, x = dy[:len(dx)], x[:len(dx)]
-	half, one := archsimd.BroadcastFloat32x8(0.5), archsimd.BroadcastFloat32x8(1)
-	invSqrt2, invSqrt2Pi := archsimd.BroadcastFloat32x8(1/math.Sqrt2), archsimd.BroadcastFloat32x8(float32(1/math.Sqrt(2*math.Pi)))
-	var zero archsimd.Float32x8
-	slope := func(v archsimd.Float32x8) archsimd.Float32x8 {
-		cdf := erf8(v.Mul(invSqrt2)).Add(one).Mul(half)
-		pdf := exp8(zero.Sub(v.Mul(v).Mul(half))).Mul(invSqrt2Pi)
-		return v.MulAdd(pdf, cdf)
+func geluBackwardAVX2(dx, dy, x, cdf []float32) {
+	dy, x, cdf = dy[:len(dx)], x[:len(dx)], cdf[:len(dx)]
+	negHalf, invSqrt2Pi := archsimd.BroadcastFloat32x8(-0.5), archsimd.BroadcastFloat32x8(float32(1/math.Sqrt(2*math.Pi)))
+	slope := func(v, c archsimd.Float32x8) archsimd.Float32x8 {
+		pdf := exp8(v.Mul(v).Mul(negHalf)).Mul(invSqrt2Pi)
+		return v.MulAdd(pdf, c)
 	}
 	i := 0
 	for ; i+8 <= len(dx); i += 8 {
-		slope(archsimd.LoadFloat32x8Slice(x[i:])).Mul(archsimd.LoadFloat32x8Slice(dy[i:])).StoreSlice(dx[i:])
+		slope(archsimd.LoadFloat32x8Slice(x[i:]), archsimd.LoadFloat32x8Slice(cdf[i:])).Mul(archsimd.LoadFloat32x8Slice(dy[i:])).StoreSlice(dx[i:])
 	}
 	if i < len(dx) {
-		slope(load8(x[i:])).Mul(load8(dy[i:])).StoreSlicePart(dx[i:])
+		slope(load8(x[i:]), load8(cdf[i:])).Mul(load8(dy[i:])).StoreSlicePart(dx[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }

@@ -676,8 +676,15 @@ func TestAccumulateMicroBatches(t *testing.T) {
 }
 
 func TestNonFiniteGradient(t *testing.T) {
+	for _, e := range []Engine{EngineNative, EngineGraph} {
+		t.Run(string(e), func(t *testing.T) { testNonFiniteGradient(t, e) })
+	}
+}
+
+func testNonFiniteGradient(t *testing.T, e Engine) {
 	ctx := context.Background()
 	m := newTiny(t, "gpt-relu", 9)
+	m.SetEngine(e)
 	tr, _ := NewTrainer(m, OptimizerConfig{LearningRate: 0.1})
 	before := m.snapshot()
 	seqs := []Sequence{{Prompt: []int{1}, Response: []int{2, 3}}}
@@ -969,6 +976,46 @@ func TestNativeGradientsMatchGraph(t *testing.T) {
 			}
 			if math.Sqrt(diff) > 1e-4*math.Sqrt(norm)+1e-6 {
 				t.Errorf("%s: %s: native gradient differs from the graph's by %.3g (norm %.3g)", name, s.name, math.Sqrt(diff), math.Sqrt(norm))
+			}
+		}
+	}
+}
+
+// Training steps (accumulation over two calls, clipping, weight decay) on
+// the native engine and on the graphs end at the same weights.
+func TestEnginesTrainAlike(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen2-tied"} {
+		var final [2][][]float64
+		for i, e := range []Engine{EngineNative, EngineGraph} {
+			m := newTiny(t, name, 23)
+			m.SetEngine(e)
+			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 3e-3, WeightDecay: 0.1, MaxGradNorm: 0.5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(23, 5))
+			for range 3 {
+				for range 2 {
+					seqs := []Sequence{{Prompt: randomTokens(rng, 3, 16), Response: randomTokens(rng, 9, 16)}, {Prompt: randomTokens(rng, 5, 16), Response: randomTokens(rng, 4, 16)}}
+					w := [][]float32{slices.Repeat([]float32{-0.2}, 9), slices.Repeat([]float32{0.3}, 4)}
+					if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := tr.Apply(ctx, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, p := range m.snapshot() {
+				final[i] = append(final[i], float64s(p))
+			}
+		}
+		for j, s := range newTiny(t, name, 23).specs {
+			for k := range final[0][j] {
+				if d := math.Abs(final[0][j][k] - final[1][j][k]); d > 1e-5 {
+					t.Fatalf("%s: %s[%d]: native %v, graph %v", name, s.name, k, final[0][j][k], final[1][j][k])
+				}
 			}
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
 	"github.com/gomlx/gomlx/core/tensors"
+
+	"github.com/hacrl/hacrl/internal/kernel"
 )
 
 // OptimizerConfig configures AdamW. Zero Beta1, Beta2 and Epsilon mean the
@@ -203,6 +205,9 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 	if learningRate <= 0 {
 		learningRate = t.opt.LearningRate
 	}
+	if t.m.native() {
+		return t.applyNative(learningRate)
+	}
 	acc := t.acc
 	t.acc = nil
 	out, err := call(t.m.normExec(), acc)
@@ -243,6 +248,68 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 	}
 	t.m.install(out[:np])
 	t.mom, t.vel = out[np:2*np], out[2*np:]
+	t.step = step
+	return norm, nil
+}
+
+// applyNative is Apply on the host, for models on the native engine: the
+// same AdamW step, elementwise in float32 (the norm in float64).
+func (t *Trainer) applyNative(learningRate float64) (float64, error) {
+	acc := t.acc
+	t.acc = nil
+	grads := make([][]float32, len(acc))
+	sq := 0.0
+	for i, a := range acc {
+		grads[i] = tensors.MustCopyFlatData[float32](a)
+		for _, g := range grads[i] {
+			sq += float64(g) * float64(g)
+		}
+	}
+	norm := math.Sqrt(sq)
+	if !finite(norm) {
+		return norm, fmt.Errorf("model: Apply at step %d: gradient norm is %v: %w", t.step+1, norm, ErrNonFinite)
+	}
+	o := t.opt
+	scale := 1.0
+	if o.MaxGradNorm > 0 {
+		scale = min(1, o.MaxGradNorm/(norm+1e-6))
+	}
+	step := t.step + 1
+	bc1 := float32(1 - math.Pow(o.Beta1, float64(step)))
+	bc2 := float32(1 - math.Pow(o.Beta2, float64(step)))
+	lr, sc := float32(learningRate), float32(scale)
+	b1, b2, eps := float32(o.Beta1), float32(o.Beta2), float32(o.Epsilon)
+	params := t.m.snapshot()
+	next := make([]*tensors.Tensor, len(params))
+	for i, spec := range t.m.specs {
+		p := tensors.MustCopyFlatData[float32](params[i])
+		decay := float32(0)
+		if spec.decay {
+			decay = float32(o.WeightDecay)
+		}
+		g := grads[i]
+		err := tensors.MutableFlatData(t.mom[i], func(m []float32) {
+			err := tensors.MutableFlatData(t.vel[i], func(v []float32) {
+				kernel.Parallel(len(p), 1<<14, func(lo, hi int) {
+					for j := lo; j < hi; j++ {
+						gj := g[j] * sc
+						m[j] = m[j]*b1 + gj*(1-b1)
+						v[j] = v[j]*b2 + gj*gj*(1-b2)
+						update := (m[j] / bc1) / (float32(math.Sqrt(float64(v[j]/bc2))) + eps)
+						p[j] = p[j] - p[j]*decay*lr - update*lr
+					}
+				})
+			})
+			if err != nil {
+				panic(err)
+			}
+		})
+		if err != nil {
+			return 0, fmt.Errorf("model: Apply: %w", err)
+		}
+		next[i] = tensors.FromFlatDataAndDimensions(p, spec.shape...)
+	}
+	t.m.install(next)
 	t.step = step
 	return norm, nil
 }

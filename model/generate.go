@@ -125,6 +125,14 @@ type decodeRun struct {
 	step  func(rows, tokens []int) ([]float64, error)
 }
 
+// EngineName is the engine the model runs on now: "native" or "graph".
+func (m *Model) EngineName() string {
+	if m.native() {
+		return string(EngineNative)
+	}
+	return string(EngineGraph)
+}
+
 // native reports whether the model runs on the native decoder.
 func (m *Model) native() bool {
 	switch m.engine {

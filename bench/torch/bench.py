@@ -32,6 +32,7 @@ def parse_args(argv):
     p.add_argument("--warmup", type=int, default=3, help="untimed training steps (and one untimed sampling run if > 0)")
     p.add_argument("--sample-batch", type=int, default=0, help="sequences sampled at once; 0: --batch")
     p.add_argument("--sample-tokens", type=int, default=0, help="new tokens per sequence; 0: --seq - 1")
+    p.add_argument("--sample-runs", type=int, default=3, help="timed sampling runs")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="run the self-check instead of the benchmark")
@@ -40,7 +41,7 @@ def parse_args(argv):
         p.error(f"--seq: want >= 2 for next-token prediction, got {args.seq}")
     args.sample_batch = args.sample_batch or args.batch
     args.sample_tokens = args.sample_tokens or args.seq - 1
-    for name in ("batch", "steps", "threads", "sample_batch", "sample_tokens"):
+    for name in ("batch", "steps", "threads", "sample_batch", "sample_tokens", "sample_runs"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: want >= 1, got {getattr(args, name)}")
     if args.warmup < 0:
@@ -83,8 +84,9 @@ def benchmark(args, torch, model):
     if args.warmup > 0:
         model.sample(net, prompt, args.sample_tokens, gen)
     start = time.perf_counter()
-    model.sample(net, prompt, args.sample_tokens, gen)
-    sample_s = time.perf_counter() - start
+    for _ in range(args.sample_runs):
+        model.sample(net, prompt, args.sample_tokens, gen)
+    sample_s = (time.perf_counter() - start) / args.sample_runs
 
     return {
         "engine": "torch",
@@ -105,6 +107,7 @@ def benchmark(args, torch, model):
         "final_loss": round(float(loss), 6),
         "sample_batch": args.sample_batch,
         "sample_tokens": args.sample_tokens,
+        "sample_runs": args.sample_runs,
         "sample_ms": round(1000 * sample_s, 3),
         "sample_tokens_per_s": round(args.sample_batch * args.sample_tokens / sample_s, 1),
         "torch_version": torch.__version__,

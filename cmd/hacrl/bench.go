@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -26,11 +27,11 @@ func benchCmd() *cobra.Command {
 // same JSON fields, so both can be compared in one run.
 func benchEngineCmd() *cobra.Command {
 	var (
-		family, act, cfgPath, backendCfg                       string
-		vocab, dim, layers, heads, kvHeads, hidden, seq, batch int
-		steps, warmup, sampleBatch, sampleTokens, threads      int
-		seed                                                   int64
-		tie                                                    bool
+		family, act, cfgPath, backendCfg, engine                      string
+		vocab, dim, layers, heads, kvHeads, hidden, seq, batch        int
+		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads int
+		seed                                                          int64
+		tie                                                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "engine",
@@ -77,7 +78,18 @@ same fields; bench/compare.sh runs both.`,
 			if err != nil {
 				return err
 			}
-			res, err := benchEngine(cmd.Context(), b, cfg, seq, batch, steps, warmup, sampleBatch, sampleTokens, seed)
+			if engine == "auto" {
+				engine = string(model.EngineAuto)
+			}
+			switch model.Engine(engine) {
+			case model.EngineAuto, model.EngineNative, model.EngineGraph:
+			default:
+				return fmt.Errorf("--engine %q: want auto, native or graph", engine)
+			}
+			if sampleRuns < 1 {
+				return fmt.Errorf("--sample-runs %d: want ≥ 1", sampleRuns)
+			}
+			res, err := benchEngine(cmd.Context(), b, cfg, model.Engine(engine), seq, batch, steps, warmup, sampleBatch, sampleTokens, sampleRuns, seed)
 			if err != nil {
 				return err
 			}
@@ -102,6 +114,8 @@ same fields; bench/compare.sh runs both.`,
 	f.IntVar(&warmup, "warmup", 3, "untimed training steps (and one untimed sampling run if > 0)")
 	f.IntVar(&sampleBatch, "sample-batch", 0, "sequences sampled at once; 0: --batch")
 	f.IntVar(&sampleTokens, "sample-tokens", 0, "new tokens per sequence; 0: --seq − 1")
+	f.IntVar(&sampleRuns, "sample-runs", 3, "timed sampling runs")
+	f.StringVar(&engine, "engine", "auto", "auto, native (host CPU kernels) or graph (the backend's compiled graphs)")
 	f.IntVar(&threads, "threads", 2, "GOMAXPROCS")
 	f.Int64Var(&seed, "seed", 0, "seed")
 	f.StringVar(&cfgPath, "config", "", "a model config.json (Hugging Face field names) instead of the size flags")
@@ -110,11 +124,12 @@ same fields; bench/compare.sh runs both.`,
 }
 
 // benchEngine times the training step and the sampler of a fresh model.
-func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, seq, batch, steps, warmup, sampleBatch, sampleTokens int, seed int64) (map[string]any, error) {
+func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, seq, batch, steps, warmup, sampleBatch, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
 	m, err := model.New(b, cfg, seed)
 	if err != nil {
 		return nil, err
 	}
+	m.SetEngine(engine)
 	tr, err := model.NewTrainer(m, model.OptimizerConfig{LearningRate: 1e-3, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-8, MaxGradNorm: 1})
 	if err != nil {
 		return nil, err
@@ -178,24 +193,26 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, seq, 
 		}
 	}
 	t0 = time.Now()
-	out, err := m.Generate(ctx, prompts, opt, rng)
-	if err != nil {
-		return nil, err
+	generated := 0
+	for range sampleRuns {
+		out, err := m.Generate(ctx, prompts, opt, rng)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range out {
+			generated += len(s.Tokens)
+		}
 	}
 	sampleS := time.Since(t0).Seconds()
-	generated := 0
-	for _, s := range out {
-		generated += len(s.Tokens)
-	}
 	c := m.Config()
 	return map[string]any{
-		"engine": "hacrl-gomlx", "family": c.Family, "params": m.NumParams(), "dim": c.Dim, "layers": c.Layers,
+		"engine": "hacrl-" + m.EngineName(), "family": c.Family, "params": m.NumParams(), "dim": c.Dim, "layers": c.Layers,
 		"heads": c.Heads, "kv_heads": c.KVHeads, "hidden": c.Hidden, "vocab": c.Vocab, "seq": seq, "batch": batch,
 		"train_step_ms":      round(1000*trainS/float64(steps), 3),
 		"train_tokens_per_s": round(float64(batch*seq*steps)/trainS, 1),
 		"final_loss":         round(loss, 6),
-		"sample_batch":       sampleBatch, "sample_tokens": sampleTokens,
-		"sample_ms":           round(1000*sampleS, 3),
+		"sample_batch":       sampleBatch, "sample_tokens": sampleTokens, "sample_runs": sampleRuns,
+		"sample_ms":           round(1000*sampleS/float64(sampleRuns), 3),
 		"sample_tokens_per_s": round(float64(generated)/sampleS, 1),
 	}, nil
 }

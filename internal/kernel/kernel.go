@@ -4,10 +4,10 @@
 // and FMA, the products run on 8-wide fused multiply-adds; elsewhere a
 // portable loop computes the same sums.
 //
-// Results depend only on the build and the operands' shapes, never on the
-// number of cores: work is split between goroutines along output columns in
-// whole blocks, and every output element is accumulated in the same order
-// (k ascending) whichever goroutine computes it.
+// Results depend only on the build and the operands' values, never on the
+// number of cores or on how a product is split: every output element is its
+// initial value (zero, bias, or itself) plus its multiply-adds in k order,
+// on every code path, whichever goroutine computes it.
 package kernel
 
 import (
@@ -69,18 +69,35 @@ func (p product) run(name string, parallel bool) {
 	blocks := (p.n + colBlock - 1) / colBlock
 	workers := 1
 	if parallel {
-		workers = min(runtime.GOMAXPROCS(0), blocks, max(1, p.m*p.k*p.n/minParallelWork))
-	}
-	if workers <= 1 {
-		p.cols(0, p.n)
-		return
+		workers = min(runtime.GOMAXPROCS(0), max(1, p.m*p.k*p.n/minParallelWork))
 	}
 	var wg sync.WaitGroup
-	for i := range workers {
-		lo, hi := blocks*i/workers*colBlock, min(p.n, blocks*(i+1)/workers*colBlock)
-		wg.Go(func() { p.cols(lo, hi) })
+	switch {
+	case workers <= 1:
+		p.cols(0, p.n)
+	case blocks >= 8*workers || p.m < 12*workers:
+		// Columns, in whole blocks: each worker reads all of a.
+		workers = min(workers, blocks)
+		for i := range workers {
+			lo, hi := blocks*i/workers*colBlock, min(p.n, blocks*(i+1)/workers*colBlock)
+			wg.Go(func() { p.cols(lo, hi) })
+		}
+	default:
+		// Rows, in whole 6-row tiles: each worker reads all of w.
+		tiles := (p.m + 5) / 6
+		for i := range workers {
+			r0, r1 := tiles*i/workers*6, min(p.m, tiles*(i+1)/workers*6)
+			wg.Go(func() { p.rows(r0, r1).cols(0, p.n) })
+		}
 	}
 	wg.Wait()
+}
+
+// rows is the part of the product that computes output rows [r0,r1).
+func (p product) rows(r0, r1 int) product {
+	q := p
+	q.out, q.a, q.m = p.out[r0*p.n:], p.a[r0*p.rs:], r1-r0
+	return q
 }
 
 // cols computes the output columns [lo,hi).

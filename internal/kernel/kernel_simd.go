@@ -5,6 +5,7 @@ package kernel
 import (
 	"math"
 	"simd/archsimd"
+	"sync"
 )
 
 func init() {
@@ -19,6 +20,10 @@ func init() {
 // its initial value plus the multiply-adds in p order on either path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
+	if p.m >= packMinRows && p.k > 0 && hi-lo >= 16 {
+		p.packed(lo, hi)
+		return
+	}
 	var zeros [16]float32
 	for c := lo; c < hi; c += 16 {
 		width := min(16, hi-c)
@@ -50,6 +55,81 @@ func productAVX2(p product, lo, hi int) {
 		}
 		for ; i < p.m; i++ {
 			p.row(i, c, width)
+		}
+	}
+}
+
+// packMinRows is the row count from which a product packs its operands:
+// below it the packing would not be repaid by reuse.
+const packMinRows = 64
+
+// kBlock is the depth of one packed pass: a 6×kBlock tile of a (6 KiB) and
+// the kBlock×16 weight panels of a worker's columns (up to 1 MiB at 1024
+// columns) stay in the caches while the tiles sweep them.
+const kBlock = 256
+
+// packBuffers recycles the packed weight panels.
+var packBuffers = sync.Pool{New: func() any { return new([]float32) }}
+
+// packed computes output columns [lo,hi) of a product in passes over k
+// blocks: each pass copies the block's weights for the full 16-column
+// panels into contiguous panels, and each 6-row tile of a into a contiguous
+// [k,6] strip, so that the micro-kernel reads both sequentially. Strided
+// reads with power-of-two strides (a weight row of 1024 floats is 4 KiB)
+// otherwise collide in the same cache sets. Outputs keep their exact
+// values: each element still gets its multiply-adds in p order, its partial
+// sum passing through memory between blocks. Rows past the last full tile
+// and columns past the last full panel are computed row by row.
+func (p product) packed(lo, hi int) {
+	panels := (hi - lo) / 16
+	full := lo + 16*panels
+	bufp := packBuffers.Get().(*[]float32)
+	defer packBuffers.Put(bufp)
+	if cap(*bufp) < kBlock*16*panels {
+		*bufp = make([]float32, kBlock*16*panels)
+	}
+	wp := (*bufp)[:kBlock*16*panels]
+	var ap [kBlock * 6]float32
+	var zeros [16]float32
+	tiles := p.m / 6
+	for k0 := 0; k0 < p.k; k0 += kBlock {
+		kc := min(kBlock, p.k-k0)
+		for j := range panels {
+			panel := wp[j*kBlock*16:]
+			for q := range kc {
+				copy(panel[q*16:q*16+16], p.w[(k0+q)*p.n+lo+16*j:])
+			}
+		}
+		for t := range tiles {
+			i := 6 * t
+			for q := range kc {
+				at := i*p.rs + (k0+q)*p.ps
+				for r := range 6 {
+					ap[q*6+r] = p.a[at+r*p.rs]
+				}
+			}
+			for j := range panels {
+				c := lo + 16*j
+				out := &p.out[i*p.n+c]
+				init, istride := out, uintptr(p.n)*4
+				if k0 == 0 && !p.accumulate {
+					init, istride = &zeros[0], 0
+					if p.bias != nil {
+						init = &p.bias[c]
+					}
+				}
+				tile6x16(kc, &ap[0], 4, 24, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
+			}
+		}
+	}
+	for i := 6 * tiles; i < p.m; i++ {
+		for c := lo; c < full; c += 16 {
+			p.row(i, c, 16)
+		}
+	}
+	if full < hi {
+		for i := range p.m {
+			p.row(i, full, hi-full)
 		}
 	}
 }

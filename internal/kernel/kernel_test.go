@@ -37,7 +37,7 @@ func naive(x, w, bias []float32, m, k, n int) []float64 {
 func TestMatMul(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, tc := range []struct{ m, k, n int }{
-		{1, 1, 1}, {3, 5, 7}, {4, 8, 16}, {5, 9, 17}, {7, 33, 24}, {32, 128, 384}, {33, 64, 344}, {2, 300, 40}, {64, 256, 1031},
+		{1, 1, 1}, {3, 5, 7}, {4, 8, 16}, {5, 9, 17}, {7, 33, 24}, {32, 128, 384}, {33, 64, 344}, {2, 300, 40}, {64, 256, 1031}, {50, 600, 70}, {30, 1100, 48},
 	} {
 		for _, withBias := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%dx%dx%d/bias=%v", tc.m, tc.k, tc.n, withBias), func(t *testing.T) {
@@ -63,19 +63,22 @@ func TestMatMul(t *testing.T) {
 // does not change a single bit of the result.
 func TestMatMulIndependentOfCores(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	m, k, n := 37, 200, 1000
-	x, w, bias := random(rng, m*k), random(rng, k*n), random(rng, n)
-	run := func(procs int) []float32 {
-		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		out := make([]float32, m*n)
-		MatMul(out, x, w, bias, m, k, n)
-		return out
-	}
-	one := run(1)
-	for _, p := range []int{2, 3, 7} {
-		for i, v := range run(p) {
-			if v != one[i] {
-				t.Fatalf("GOMAXPROCS=%d: out[%d] = %v, with one core %v", p, i, v, one[i])
+	// Wide products split by columns, tall narrow ones by rows.
+	for _, s := range []struct{ m, k, n int }{{37, 700, 1000}, {301, 300, 40}} {
+		m, k, n := s.m, s.k, s.n
+		x, w, bias := random(rng, m*k), random(rng, k*n), random(rng, n)
+		run := func(procs int) []float32 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			out := make([]float32, m*n)
+			MatMul(out, x, w, bias, m, k, n)
+			return out
+		}
+		one := run(1)
+		for _, p := range []int{2, 3, 7} {
+			for i, v := range run(p) {
+				if v != one[i] {
+					t.Fatalf("%v, GOMAXPROCS=%d: out[%d] = %v, with one core %v", s, p, i, v, one[i])
+				}
 			}
 		}
 	}
@@ -235,6 +238,31 @@ func TestMatMulTAdd(t *testing.T) {
 				if d := math.Abs(float64(v) - float64(init[i]) - want[i]); d > 1e-4*math.Sqrt(float64(tc.k)) {
 					t.Fatalf("%v serial=%v: out[%d] = %v, want %v", tc, serial, i, v, float64(init[i])+want[i])
 				}
+			}
+		}
+	}
+}
+
+// Every path (the packed blocks of a tall product, the plain tiles, the row
+// by row tail) gives each output element the same multiply-adds in the same
+// order: one row computed alone equals the same row of a tall product.
+func TestMatMulPathsAgreeBitwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(17, 18))
+	m, k, n := 40, 600, 70
+	x, w, b := random(rng, m*k), random(rng, k*n), random(rng, n)
+	all := make([]float32, m*n)
+	MatMul(all, x, w, b, m, k, n)
+	six := make([]float32, 6*n)
+	MatMul(six, x[6*k:12*k], w, b, 6, k, n)
+	for i := range m {
+		one := make([]float32, n)
+		MatMul(one, x[i*k:(i+1)*k], w, b, 1, k, n)
+		for j := range n {
+			if one[j] != all[i*n+j] {
+				t.Fatalf("row %d col %d: alone %v, in the product %v", i, j, one[j], all[i*n+j])
+			}
+			if i >= 6 && i < 12 && six[(i-6)*n+j] != all[i*n+j] {
+				t.Fatalf("row %d col %d: in a 6-row product %v, in the tall product %v", i, j, six[(i-6)*n+j], all[i*n+j])
 			}
 		}
 	}

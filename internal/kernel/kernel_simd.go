@@ -89,7 +89,6 @@ func (p product) packed(lo, hi int) {
 		*bufp = make([]float32, kBlock*16*panels)
 	}
 	wp := (*bufp)[:kBlock*16*panels]
-	var ap [kBlock * 6]float32
 	var zeros [16]float32
 	tiles := p.m / 6
 	for k0 := 0; k0 < p.k; k0 += kBlock {
@@ -102,12 +101,7 @@ func (p product) packed(lo, hi int) {
 		}
 		for t := range tiles {
 			i := 6 * t
-			for q := range kc {
-				at := i*p.rs + (k0+q)*p.ps
-				for r := range 6 {
-					ap[q*6+r] = p.a[at+r*p.rs]
-				}
-			}
+			_ = p.a[(i+5)*p.rs+(k0+kc-1)*p.ps]
 			for j := range panels {
 				c := lo + 16*j
 				out := &p.out[i*p.n+c]
@@ -118,7 +112,7 @@ func (p product) packed(lo, hi int) {
 						init = &p.bias[c]
 					}
 				}
-				tile6x16(kc, &ap[0], 4, 24, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
+				tile6x16(kc, &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
 			}
 		}
 	}

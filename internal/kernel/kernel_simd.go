@@ -79,7 +79,8 @@ var packBuffers = sync.Pool{New: func() any { return new([]float32) }}
 // otherwise collide in the same cache sets. Outputs keep their exact
 // values: each element still gets its multiply-adds in p order, its partial
 // sum passing through memory between blocks. Rows past the last full tile
-// and columns past the last full panel are computed row by row.
+// go through a zero-padded tile; columns past the last full panel are
+// computed row by row.
 func (p product) packed(lo, hi int) {
 	panels := (hi - lo) / 16
 	full := lo + 16*panels
@@ -90,6 +91,8 @@ func (p product) packed(lo, hi int) {
 	}
 	wp := (*bufp)[:kBlock*16*panels]
 	var zeros [16]float32
+	var strip [kBlock * 6]float32
+	var scratch [6][16]float32
 	tiles := p.m / 6
 	for k0 := 0; k0 < p.k; k0 += kBlock {
 		kc := min(kBlock, p.k-k0)
@@ -115,10 +118,32 @@ func (p product) packed(lo, hi int) {
 				tile6x16(kc, &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
 			}
 		}
-	}
-	for i := 6 * tiles; i < p.m; i++ {
-		for c := lo; c < full; c += 16 {
-			p.row(i, c, 16)
+		if rest := p.m - 6*tiles; rest > 0 {
+			// The last rows: a zero-padded strip and a scratch output tile.
+			i := 6 * tiles
+			clear(strip[:kc*6])
+			for q := range kc {
+				for r := range rest {
+					strip[q*6+r] = p.a[(i+r)*p.rs+(k0+q)*p.ps]
+				}
+			}
+			for j := range panels {
+				c := lo + 16*j
+				for r := range rest {
+					switch {
+					case k0 > 0 || p.accumulate:
+						copy(scratch[r][:], p.out[(i+r)*p.n+c:])
+					case p.bias != nil:
+						copy(scratch[r][:], p.bias[c:c+16])
+					default:
+						scratch[r] = [16]float32{}
+					}
+				}
+				tile6x16(kc, &strip[0], 4, 24, &wp[j*kBlock*16], 64, &scratch[0][0], 64, &scratch[0][0], 64)
+				for r := range rest {
+					copy(p.out[(i+r)*p.n+c:(i+r)*p.n+c+16], scratch[r][:])
+				}
+			}
 		}
 	}
 	if full < hi {

@@ -86,14 +86,19 @@ func (p product) packed(lo, hi int) {
 	full := lo + 16*panels
 	bufp := packBuffers.Get().(*[]float32)
 	defer packBuffers.Put(bufp)
-	if cap(*bufp) < kBlock*16*panels {
-		*bufp = make([]float32, kBlock*16*panels)
+	tiles := p.m / 6
+	need := kBlock * 16 * panels
+	if p.rs == 1 {
+		need += kBlock * 6 * tiles
+	}
+	if cap(*bufp) < need {
+		*bufp = make([]float32, need)
 	}
 	wp := (*bufp)[:kBlock*16*panels]
+	strips := (*bufp)[kBlock*16*panels : need]
 	var zeros [16]float32
 	var strip [kBlock * 6]float32
 	var scratch [6][16]float32
-	tiles := p.m / 6
 	for k0 := 0; k0 < p.k; k0 += kBlock {
 		kc := min(kBlock, p.k-k0)
 		for j := range panels {
@@ -102,9 +107,28 @@ func (p product) packed(lo, hi int) {
 				copy(panel[q*16:q*16+16], p.w[(k0+q)*p.n+lo+16*j:])
 			}
 		}
+		if p.rs == 1 && tiles > 0 {
+			// Transposed a (xᵀ·y): a step's six values of a tile are
+			// adjacent, but consecutive steps sit a whole row of x apart,
+			// often a power of two bytes that maps every step to the same
+			// few cache sets. Copy the block into [tile][step][6] strips,
+			// reading x row by row.
+			for q := range kc {
+				row := p.a[(k0+q)*p.ps : (k0+q)*p.ps+6*tiles]
+				for t := range tiles {
+					d := strips[t*kc*6+q*6 : t*kc*6+q*6+6 : t*kc*6+q*6+6]
+					s := row[t*6 : t*6+6 : t*6+6]
+					d[0], d[1], d[2], d[3], d[4], d[5] = s[0], s[1], s[2], s[3], s[4], s[5]
+				}
+			}
+		}
 		for t := range tiles {
 			i := 6 * t
 			_ = p.a[(i+5)*p.rs+(k0+kc-1)*p.ps]
+			a, astride, astep := &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4
+			if p.rs == 1 {
+				a, astride, astep = &strips[t*kc*6], 4, 24
+			}
 			for j := range panels {
 				c := lo + 16*j
 				out := &p.out[i*p.n+c]
@@ -115,7 +139,7 @@ func (p product) packed(lo, hi int) {
 						init = &p.bias[c]
 					}
 				}
-				tile6x16(kc, &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
+				tile6x16(kc, a, astride, astep, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
 			}
 		}
 		if rest := p.m - 6*tiles; rest > 0 {

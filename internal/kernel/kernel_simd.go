@@ -14,15 +14,22 @@ func init() {
 	}
 }
 
-// productAVX2 computes output columns [lo,hi) of a product: full blocks of
-// 16 columns six rows at a time on the assembly tile, the rest (a partial
-// block; the last m mod 6 rows of an accumulating product) one row at a time. Every output element is
+// productAVX2 computes output columns [lo,hi) of a product: tall products
+// through packed panels, others in full blocks of 16 columns six rows at a
+// time on the assembly tile straight from the operands, with a partial
+// last block through a zero-padded panel; what remains (the last m mod 6
+// rows of an accumulating product, products of fewer than six rows) one row
+// at a time. Every output element is
 // its initial value plus the multiply-adds in p order on either path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
-	if p.m >= packMinRows && p.k > 0 && hi-lo >= 16 {
+	if p.k > 0 && p.m >= packMinRows {
 		p.packed(lo, hi)
 		return
+	}
+	if full := lo + (hi-lo)/16*16; full < hi && p.k > 0 && p.m >= 6 {
+		p.packed(full, hi) // the partial block, zero-padded
+		hi = full
 	}
 	var zeros [16]float32
 	for c := lo; c < hi; c += 16 {
@@ -79,11 +86,10 @@ var packBuffers = sync.Pool{New: func() any { return new([]float32) }}
 // otherwise collide in the same cache sets. Outputs keep their exact
 // values: each element still gets its multiply-adds in p order, its partial
 // sum passing through memory between blocks. Rows past the last full tile
-// go through a zero-padded tile; columns past the last full panel are
-// computed row by row.
+// and columns past the last full panel go through zero-padded strips and
+// panels and a scratch output tile.
 func (p product) packed(lo, hi int) {
-	panels := (hi - lo) / 16
-	full := lo + 16*panels
+	panels := (hi - lo + 15) / 16
 	bufp := packBuffers.Get().(*[]float32)
 	defer packBuffers.Put(bufp)
 	tiles := p.m / 6
@@ -102,9 +108,14 @@ func (p product) packed(lo, hi int) {
 	for k0 := 0; k0 < p.k; k0 += kBlock {
 		kc := min(kBlock, p.k-k0)
 		for j := range panels {
-			panel := wp[j*kBlock*16:]
+			c := lo + 16*j
+			width := min(16, hi-c)
+			panel := wp[j*kBlock*16 : j*kBlock*16+kc*16]
+			if width < 16 {
+				clear(panel)
+			}
 			for q := range kc {
-				copy(panel[q*16:q*16+16], p.w[(k0+q)*p.n+lo+16*j:])
+				copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:])
 			}
 		}
 		if p.rs == 1 && tiles > 0 {
@@ -122,15 +133,12 @@ func (p product) packed(lo, hi int) {
 				}
 			}
 		}
-		for t := range tiles {
-			i := 6 * t
-			_ = p.a[(i+5)*p.rs+(k0+kc-1)*p.ps]
-			a, astride, astep := &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4
-			if p.rs == 1 {
-				a, astride, astep = &strips[t*kc*6], 4, 24
-			}
-			for j := range panels {
-				c := lo + 16*j
+		// tile runs rows [i, i+rows) of panel j from a: directly on the
+		// output when the tile is whole, else through the scratch tile.
+		tile := func(i, rows, j int, a *float32, astride, astep uintptr) {
+			c := lo + 16*j
+			width := min(16, hi-c)
+			if rows == 6 && width == 16 {
 				out := &p.out[i*p.n+c]
 				init, istride := out, uintptr(p.n)*4
 				if k0 == 0 && !p.accumulate {
@@ -140,10 +148,36 @@ func (p product) packed(lo, hi int) {
 					}
 				}
 				tile6x16(kc, a, astride, astep, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
+				return
+			}
+			for r := range rows {
+				switch {
+				case k0 > 0 || p.accumulate:
+					copy(scratch[r][:width], p.out[(i+r)*p.n+c:])
+				case p.bias != nil:
+					copy(scratch[r][:width], p.bias[c:c+width])
+				default:
+					scratch[r] = [16]float32{}
+				}
+			}
+			tile6x16(kc, a, astride, astep, &wp[j*kBlock*16], 64, &scratch[0][0], 64, &scratch[0][0], 64)
+			for r := range rows {
+				copy(p.out[(i+r)*p.n+c:(i+r)*p.n+c+width], scratch[r][:width])
+			}
+		}
+		for t := range tiles {
+			i := 6 * t
+			_ = p.a[(i+5)*p.rs+(k0+kc-1)*p.ps]
+			a, astride, astep := &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4
+			if p.rs == 1 {
+				a, astride, astep = &strips[t*kc*6], 4, 24
+			}
+			for j := range panels {
+				tile(i, 6, j, a, astride, astep)
 			}
 		}
 		if rest := p.m - 6*tiles; rest > 0 {
-			// The last rows: a zero-padded strip and a scratch output tile.
+			// The last rows: a zero-padded strip.
 			i := 6 * tiles
 			clear(strip[:kc*6])
 			for q := range kc {
@@ -152,27 +186,8 @@ func (p product) packed(lo, hi int) {
 				}
 			}
 			for j := range panels {
-				c := lo + 16*j
-				for r := range rest {
-					switch {
-					case k0 > 0 || p.accumulate:
-						copy(scratch[r][:], p.out[(i+r)*p.n+c:])
-					case p.bias != nil:
-						copy(scratch[r][:], p.bias[c:c+16])
-					default:
-						scratch[r] = [16]float32{}
-					}
-				}
-				tile6x16(kc, &strip[0], 4, 24, &wp[j*kBlock*16], 64, &scratch[0][0], 64, &scratch[0][0], 64)
-				for r := range rest {
-					copy(p.out[(i+r)*p.n+c:(i+r)*p.n+c+16], scratch[r][:])
-				}
+				tile(i, rest, j, &strip[0], 4, 24)
 			}
-		}
-	}
-	if full < hi {
-		for i := range p.m {
-			p.row(i, full, hi-full)
 		}
 	}
 }

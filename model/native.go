@@ -210,11 +210,7 @@ func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 	return logits
 }
 
-func addTo(x, y []float32) {
-	for i, v := range y {
-		x[i] += v
-	}
-}
+func addTo(x, y []float32) { kernel.Add(x[:len(y)], y) }
 
 // norm writes LayerNorm (gain w, bias b) or, with b == nil on llama,
 // RMSNorm of the n rows of x into out.

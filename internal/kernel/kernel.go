@@ -128,6 +128,7 @@ var simdProduct func(p product, lo, hi int)
 // simdAxpy and simdDot are the vector forms of Axpy and Dot, when available.
 var (
 	simdAxpy func(y []float32, a float32, x []float32)
+	simdAdd  func(y, x []float32)
 	simdDot  func(a, b []float32) float32
 )
 
@@ -140,6 +141,18 @@ func Axpy(y []float32, a float32, x []float32) {
 	x = x[:len(y)]
 	for i := range y {
 		y[i] += a * x[i]
+	}
+}
+
+// Add adds x to y (len(y) elements).
+func Add(y, x []float32) {
+	if simdAdd != nil {
+		simdAdd(y, x)
+		return
+	}
+	x = x[:len(y)]
+	for i := range y {
+		y[i] += x[i]
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 
 func init() {
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdProduct, simdAxpy, simdDot = productAVX2, axpyAVX2, dotAVX2
+		simdProduct, simdAxpy, simdDot, simdAdd = productAVX2, axpyAVX2, dotAVX2, addAVX2
 	}
 }
 
@@ -247,6 +247,21 @@ func axpyAVX2(y []float32, a float32, x []float32) {
 	}
 	if i < len(y) {
 		av.MulAdd(load8(x[i:]), load8(y[i:])).StoreSlicePart(y[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func addAVX2(y, x []float32) {
+	x = x[:len(y)]
+	i := 0
+	for ; i+32 <= len(y); i += 32 {
+		archsimd.LoadFloat32x8Slice(y[i:]).Add(archsimd.LoadFloat32x8Slice(x[i:])).StoreSlice(y[i:])
+		archsimd.LoadFloat32x8Slice(y[i+8:]).Add(archsimd.LoadFloat32x8Slice(x[i+8:])).StoreSlice(y[i+8:])
+		archsimd.LoadFloat32x8Slice(y[i+16:]).Add(archsimd.LoadFloat32x8Slice(x[i+16:])).StoreSlice(y[i+16:])
+		archsimd.LoadFloat32x8Slice(y[i+24:]).Add(archsimd.LoadFloat32x8Slice(x[i+24:])).StoreSlice(y[i+24:])
+	}
+	for ; i < len(y); i += 8 {
+		load8(y[i:]).Add(load8(x[i:])).StoreSlicePart(y[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }

@@ -148,6 +148,13 @@ func TestDotAxpyLengths(t *testing.T) {
 		if got := Dot(a, b); math.Abs(float64(got)-want) > 1e-5*float64(n+1) {
 			t.Errorf("Dot of %d = %v, want %v", n, got, want)
 		}
+		z := append([]float32(nil), b...)
+		Add(z, a)
+		for i := range z {
+			if z[i] != b[i]+a[i] {
+				t.Fatalf("Add of %d: z[%d] = %v, want %v", n, i, z[i], b[i]+a[i])
+			}
+		}
 		y := append([]float32(nil), b...)
 		Axpy(y, 0.5, a)
 		for i := range y {

@@ -212,36 +212,13 @@ func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 
 func addTo(x, y []float32) { kernel.Add(x[:len(y)], y) }
 
-// norm writes LayerNorm (gain w, bias b) or, with b == nil on llama,
-// RMSNorm of the n rows of x into out.
+// norm writes LayerNorm (gain w, bias b) for gpt or RMSNorm for llama of
+// the n rows of x into out.
 func (dec *decoder) norm(out, x, w, b []float32, n int) {
-	d, eps := dec.cfg.Dim, dec.cfg.NormEps
+	d := dec.cfg.Dim
+	xhat := make([]float32, d)
 	for i := range n {
-		xi, oi := x[i*d:(i+1)*d], out[i*d:(i+1)*d]
-		if dec.cfg.Family == "gpt" {
-			mean := 0.0
-			for _, v := range xi {
-				mean += float64(v)
-			}
-			mean /= float64(d)
-			variance := 0.0
-			for _, v := range xi {
-				variance += (float64(v) - mean) * (float64(v) - mean)
-			}
-			inv := 1 / math.Sqrt(variance/float64(d)+eps)
-			for j, v := range xi {
-				oi[j] = float32((float64(v)-mean)*inv)*w[j] + b[j]
-			}
-			continue
-		}
-		ms := 0.0
-		for _, v := range xi {
-			ms += float64(v) * float64(v)
-		}
-		inv := float32(1 / math.Sqrt(ms/float64(d)+eps))
-		for j, v := range xi {
-			oi[j] = v * inv * w[j]
-		}
+		kernel.Norm(out[i*d:(i+1)*d], xhat, x[i*d:(i+1)*d], w, b, dec.cfg.NormEps, dec.cfg.Family == "gpt")
 	}
 }
 

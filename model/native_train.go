@@ -142,27 +142,8 @@ func (dec *decoder) normSaved(x, w, b []float32, n int) ([]float32, normed) {
 	gpt := dec.cfg.Family == "gpt"
 	kernel.Parallel(n, 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			xi, xh := x[i*d:(i+1)*d], s.xhat[i*d:(i+1)*d]
-			mean, sq := 0.0, 0.0
-			if gpt {
-				for _, v := range xi {
-					mean += float64(v)
-				}
-				mean /= float64(d)
-			}
-			for _, v := range xi {
-				sq += (float64(v) - mean) * (float64(v) - mean)
-			}
-			r := 1 / math.Sqrt(sq/float64(d)+dec.cfg.NormEps)
-			s.rstd[i] = float32(r)
-			o := out[i*d : (i+1)*d]
-			for j, v := range xi {
-				xh[j] = float32((float64(v) - mean) * r)
-				o[j] = xh[j] * w[j]
-				if b != nil {
-					o[j] += b[j]
-				}
-			}
+			r := i * d
+			s.rstd[i] = kernel.Norm(out[r:r+d], s.xhat[r:r+d], x[r:r+d], w, b, dec.cfg.NormEps, gpt)
 		}
 	})
 	return out, s
@@ -216,11 +197,16 @@ func (dec *decoder) selfAttention(b *batch, qkv []float32, width int) ([]float32
 	dh, H := cfg.HeadDim(), cfg.Heads
 	out := make([]float32, len(b.tokens)*H*dh)
 	probs := make([][]float32, len(b.start)*H)
+	maxT := 0
+	for _, T := range b.len {
+		maxT = max(maxT, T)
+	}
 	kernel.Parallel(len(probs), 1, func(lo, hi int) {
+		buf := make([]float32, 4*maxT*dh) // q, kT, v and the output of one head
 		for job := lo; job < hi; job++ {
 			s, hq := job/H, job%H
 			start, T := b.start[s], b.len[s]
-			q, kT, v := make([]float32, T*dh), make([]float32, dh*T), make([]float32, T*dh)
+			q, kT, v, o := buf[:T*dh], buf[maxT*dh:maxT*dh+dh*T], buf[2*maxT*dh:2*maxT*dh+T*dh], buf[3*maxT*dh:3*maxT*dh+T*dh]
 			dec.headMatrices(qkv, width, start, T, hq, q, kT, v)
 			p := make([]float32, T*T)
 			kernel.MatMulSerial(p, q, kT, nil, T, dh, T)
@@ -229,7 +215,6 @@ func (dec *decoder) selfAttention(b *batch, qkv []float32, width int) ([]float32
 				kernel.Softmax(row[:t+1])
 				clear(row[t+1:])
 			}
-			o := make([]float32, T*dh)
 			kernel.MatMulSerial(o, p, v, nil, T, T, dh)
 			for t := range T {
 				copy(out[(start+t)*H*dh+hq*dh:], o[t*dh:(t+1)*dh])
@@ -386,15 +371,15 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 	dec.normBackward(dx, dhf, tr.final, dec.normW, g.normW, g.normB, n)
 
 	tmp := make([]float32, n*d)
+	hid, upWidth := cfg.Hidden, len(dec.layers[0].upW)/d
+	dAct, dUp := make([]float32, n*hid), make([]float32, n*upWidth)
+	dAtt, dqkv := make([]float32, n*cfg.Heads*dh), make([]float32, n*width)
 	for l := cfg.Layers - 1; l >= 0; l-- {
 		ly, gl, a := &dec.layers[l], &g.layers[l], &tr.layers[l]
-		hid, upWidth := cfg.Hidden, len(ly.upW)/d
 		// MLP: x += down(act(up(h2))).
 		addBiasGrad(gl.downB, dx, n, d)
 		addWeightGrad(gl.downW, a.act, dx, n, hid, d)
-		dAct := make([]float32, n*hid)
 		kernel.MatMul(dAct, dx, transposed(ly.downW, hid, d), nil, n, d, hid)
-		dUp := make([]float32, n*upWidth)
 		dec.activationBackward(dUp, dAct, a.up, a.cdf, n)
 		addBiasGrad(gl.upB, dUp, n, upWidth)
 		addWeightGrad(gl.upW, a.h2, dUp, n, d, upWidth)
@@ -403,9 +388,8 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 		// Attention: x += out(attention(qkv(h1))).
 		addBiasGrad(gl.outB, dx, n, d)
 		addWeightGrad(gl.outW, a.att, dx, n, cfg.Heads*dh, d)
-		dAtt := make([]float32, n*cfg.Heads*dh)
 		kernel.MatMul(dAtt, dx, transposed(ly.outW, cfg.Heads*dh, d), nil, n, d, cfg.Heads*dh)
-		dqkv := dec.attentionBackward(b, a, dAtt, width)
+		dec.attentionBackward(b, a, dAtt, dqkv, width)
 		if dec.invFreq != nil {
 			dec.rotate(dqkv, b.pos, width, -1)
 		}
@@ -445,41 +429,24 @@ func addBiasGrad(db, dy []float32, n, m int) {
 }
 
 // normBackward adds to dx the gradient through a norm with output gradient
-// dy, and to dw (and db) the gain's (and bias's):
-//
-//	dx̂ = dy⊙w,  dx = (dx̂ − mean(dx̂) − x̂·mean(dx̂⊙x̂))/σ   (LayerNorm)
-//	dx = (dx̂ − x̂·mean(dx̂⊙x̂))/σ                          (RMSNorm)
+// dy, and to dw (and db) the gain's (and bias's); see kernel.NormBackward.
 func (dec *decoder) normBackward(dx, dy []float32, s normed, w, dw, db []float32, n int) {
 	d := dec.cfg.Dim
 	gpt := dec.cfg.Family == "gpt"
 	kernel.Parallel(d, 32, func(lo, hi int) {
 		for i := range n {
-			for j := lo; j < hi; j++ {
-				dw[j] += dy[i*d+j] * s.xhat[i*d+j]
-			}
+			r := i * d
+			kernel.MulAdd(dw[lo:hi], dy[r+lo:r+hi], s.xhat[r+lo:r+hi])
 			if db != nil {
-				addTo(db[lo:hi], dy[i*d+lo:i*d+hi])
+				kernel.Add(db[lo:hi], dy[r+lo:r+hi])
 			}
 		}
 	})
 	kernel.Parallel(n, 16, func(lo, hi int) {
-		g := make([]float32, d)
+		scratch := make([]float32, d)
 		for i := lo; i < hi; i++ {
-			dyi, xh := dy[i*d:(i+1)*d], s.xhat[i*d:(i+1)*d]
-			mean, dot := 0.0, 0.0
-			for j := range g {
-				g[j] = dyi[j] * w[j]
-				mean += float64(g[j])
-				dot += float64(g[j]) * float64(xh[j])
-			}
-			mean, dot = mean/float64(d), dot/float64(d)
-			if !gpt {
-				mean = 0
-			}
-			r := float64(s.rstd[i])
-			for j := range g {
-				dx[i*d+j] += float32((float64(g[j]) - mean - float64(xh[j])*dot) * r)
-			}
+			r := i * d
+			kernel.NormBackward(dx[r:r+d], dy[r:r+d], s.xhat[r:r+d], w, scratch, s.rstd[i], gpt)
 		}
 	})
 }
@@ -522,24 +489,31 @@ func (dec *decoder) activationBackward(dUp, dAct, up, cdf []float32, n int) {
 	})
 }
 
-// attentionBackward returns the gradient at qkv [N,width] from dAtt, the
-// gradient at the attention output [N,H·Dh]. With dO a head's output
+// attentionBackward sets dqkv [N,width], the gradient at qkv, from dAtt,
+// the gradient at the attention output [N,H·Dh]. With dO a head's output
 // gradient and P its probabilities (scores S = q·kᵀ/√Dh):
 //
 //	dP = dO·vᵀ,  dS = P ⊙ (dP − Σ_s dP⊙P),  dq = dS·k/√Dh,  dk = dSᵀ·q/√Dh,  dv = Pᵀ·dO
-func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt []float32, width int) []float32 {
+func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt, dqkv []float32, width int) {
 	cfg := dec.cfg
 	dh, H, KVH := cfg.HeadDim(), cfg.Heads, cfg.KVHeads
 	group := H / KVH
 	scale := float32(1 / math.Sqrt(float64(dh)))
-	dqkv := make([]float32, len(b.tokens)*width)
+	maxT := 0
+	for _, T := range b.len {
+		maxT = max(maxT, T)
+	}
 	kernel.Parallel(len(b.start)*KVH, 1, func(lo, hi int) {
+		buf := make([]float32, 7*maxT*dh+maxT*maxT)
+		part := func(i, n int) []float32 { return buf[i*maxT*dh : i*maxT*dh+n] }
 		for job := lo; job < hi; job++ {
 			s, hk := job/KVH, job%KVH
 			start, T := b.start[s], b.len[s]
-			q, k, vT := make([]float32, T*dh), make([]float32, T*dh), make([]float32, dh*T)
-			dO, dP, dq := make([]float32, T*dh), make([]float32, T*T), make([]float32, T*dh)
-			dk, dv := make([]float32, T*dh), make([]float32, T*dh) // summed over the group's query heads
+			q, k, vT, dO, dq := part(0, T*dh), part(1, T*dh), part(2, dh*T), part(3, T*dh), part(4, T*dh)
+			dk, dv := part(5, T*dh), part(6, T*dh) // summed over the group's query heads
+			dP := buf[7*maxT*dh : 7*maxT*dh+T*T]
+			clear(dk)
+			clear(dv)
 			kOff, vOff := (H+hk)*dh, (H+KVH+hk)*dh
 			for t := range T {
 				row := a.qkv[(start+t)*width:]
@@ -583,7 +557,6 @@ func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt []float32, wi
 			}
 		}
 	})
-	return dqkv
 }
 
 // bySpec splits and names the gradients like the model's parameters.

@@ -506,3 +506,91 @@ func siluMulBackwardAVX2(dGate, dUp, dOut, gate, up []float32) {
 	}
 	archsimd.ClearAVXUpperBits()
 }
+
+func init() {
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		simdNormSquares, simdNormScale, simdNormBackward = normSquaresAVX2, normScaleAVX2, normBackwardAVX2
+		simdMulAdd, simdSum = mulAddAVX2, sumAVX2
+	}
+}
+
+// hsum adds the lanes of v in a fixed order.
+func hsum(v archsimd.Float32x8) float32 {
+	var l [8]float32
+	v.Store(&l)
+	return ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+}
+
+func sumAVX2(x []float32) float32 {
+	var s archsimd.Float32x8
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		s = s.Add(archsimd.LoadFloat32x8Slice(x[i:]))
+	}
+	if i < len(x) {
+		s = s.Add(load8(x[i:]))
+	}
+	r := hsum(s)
+	archsimd.ClearAVXUpperBits()
+	return r
+}
+
+func normSquaresAVX2(xhat, x []float32, mean float32) float32 {
+	x = x[:len(xhat)]
+	m := archsimd.BroadcastFloat32x8(mean)
+	var s archsimd.Float32x8
+	i := 0
+	for ; i+8 <= len(x); i += 8 {
+		c := archsimd.LoadFloat32x8Slice(x[i:]).Sub(m)
+		c.StoreSlice(xhat[i:])
+		s = c.MulAdd(c, s)
+	}
+	if i < len(x) {
+		c := load8(x[i:]).Sub(m)
+		c.StoreSlicePart(xhat[i:])
+		var l [8]float32
+		c.Store(&l)
+		for j := len(x) - i; j < 8; j++ {
+			l[j] = 0 // lanes past the end held −mean
+		}
+		c = archsimd.LoadFloat32x8(&l)
+		s = c.MulAdd(c, s)
+	}
+	r := hsum(s)
+	archsimd.ClearAVXUpperBits()
+	return r
+}
+
+func normScaleAVX2(out, xhat, w, b []float32, rstd float32) {
+	r := archsimd.BroadcastFloat32x8(rstd)
+	n := len(xhat)
+	for i := 0; i < n; i += 8 {
+		xh := load8(xhat[i:n]).Mul(r)
+		xh.StoreSlicePart(xhat[i:n])
+		y := xh.Mul(load8(w[i:n]))
+		if b != nil {
+			y = y.Add(load8(b[i:n]))
+		}
+		y.StoreSlicePart(out[i:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func normBackwardAVX2(dx, g, xhat []float32, mean, dot, rstd float32) {
+	m, dt, r := archsimd.BroadcastFloat32x8(mean), archsimd.BroadcastFloat32x8(dot), archsimd.BroadcastFloat32x8(rstd)
+	n := len(dx)
+	for i := 0; i < n; i += 8 {
+		gi := load8(g[i:n]).Sub(m).Sub(load8(xhat[i:n]).Mul(dt))
+		gi.MulAdd(r, load8(dx[i:n])).StoreSlicePart(dx[i:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+func mulAddAVX2(y, a, b []float32) {
+	n := len(y)
+	a, b = a[:n], b[:n]
+	for i := 0; i < n; i += 8 {
+		load8(a[i:]).MulAdd(load8(b[i:]), load8(y[i:])).StoreSlicePart(y[i:])
+	}
+	archsimd.ClearAVXUpperBits()
+}

@@ -277,27 +277,21 @@ func (t *Trainer) applyNative(learningRate float64) (float64, error) {
 	step := t.step + 1
 	bc1 := float32(1 - math.Pow(o.Beta1, float64(step)))
 	bc2 := float32(1 - math.Pow(o.Beta2, float64(step)))
-	lr, sc := float32(learningRate), float32(scale)
-	b1, b2, eps := float32(o.Beta1), float32(o.Beta2), float32(o.Epsilon)
+	st := kernel.AdamWStep{LR: float32(learningRate), Scale: float32(scale), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2),
+		Eps: float32(o.Epsilon), Correction1: bc1, Correction2: bc2}
 	params := t.m.snapshot()
 	next := make([]*tensors.Tensor, len(params))
 	for i, spec := range t.m.specs {
 		p := tensors.MustCopyFlatData[float32](params[i])
-		decay := float32(0)
+		s := st
 		if spec.decay {
-			decay = float32(o.WeightDecay)
+			s.Decay = float32(o.WeightDecay)
 		}
 		g := grads[i]
 		err := tensors.MutableFlatData(t.mom[i], func(m []float32) {
 			err := tensors.MutableFlatData(t.vel[i], func(v []float32) {
 				kernel.Parallel(len(p), 1<<14, func(lo, hi int) {
-					for j := lo; j < hi; j++ {
-						gj := g[j] * sc
-						m[j] = m[j]*b1 + gj*(1-b1)
-						v[j] = v[j]*b2 + gj*gj*(1-b2)
-						update := (m[j] / bc1) / (float32(math.Sqrt(float64(v[j]/bc2))) + eps)
-						p[j] = p[j] - p[j]*decay*lr - update*lr
-					}
+					kernel.AdamW(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], s)
 				})
 			})
 			if err != nil {

@@ -594,3 +594,28 @@ func mulAddAVX2(y, a, b []float32) {
 	}
 	archsimd.ClearAVXUpperBits()
 }
+
+func init() {
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		simdAdamW = adamWAVX2
+	}
+}
+
+func adamWAVX2(p, g, m, v []float32, s AdamWStep) {
+	b := archsimd.BroadcastFloat32x8
+	scale, b1, c1, b2, c2 := b(s.Scale), b(s.Beta1), b(1-s.Beta1), b(s.Beta2), b(1-s.Beta2)
+	bc1, bc2, eps, lr, decay := b(s.Correction1), b(s.Correction2), b(s.Eps), b(s.LR), b(s.Decay*s.LR)
+	n := len(p)
+	for i := 0; i < n; i += 8 {
+		gj := load8(g[i:n]).Mul(scale)
+		mj := load8(m[i:n]).Mul(b1).Add(gj.Mul(c1))
+		vj := load8(v[i:n]).Mul(b2).Add(gj.Mul(gj).Mul(c2))
+		update := mj.Div(bc1).Div(vj.Div(bc2).Sqrt().Add(eps))
+		pj := load8(p[i:n])
+		pj = pj.Sub(pj.Mul(decay)).Sub(update.Mul(lr))
+		mj.StoreSlicePart(m[i:n])
+		vj.StoreSlicePart(v[i:n])
+		pj.StoreSlicePart(p[i:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}

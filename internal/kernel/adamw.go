@@ -5,7 +5,7 @@ import "math"
 // AdamWStep holds the scalars of one AdamW step.
 type AdamWStep struct {
 	LR, Scale, Beta1, Beta2, Eps, Decay float32
-	Correction1, Correction2          float32 // 1 − β₁ᵗ and 1 − β₂ᵗ
+	Correction1, Correction2            float32 // 1 − β₁ᵗ and 1 − β₂ᵗ
 }
 
 // AdamW applies one step to parameters p with gradient g (multiplied by

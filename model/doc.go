@@ -1,6 +1,7 @@
-// Package model is hacrl's policy engine: decoder-only transformers on GoMLX
-// that sample, score, learn and save. It knows nothing of reinforcement
-// learning; the training loop hands it per-token weights.
+// Package model is hacrl's policy engine: decoder-only transformers that
+// sample, score, learn and save, on two engines behind one API (see
+// "Engines"). It knows nothing of reinforcement learning; the training loop
+// hands it per-token weights.
 //
 //   - New / Load / Save / Clone: a Model is a Config plus float32 parameters
 //     named as in Hugging Face checkpoints.
@@ -71,30 +72,48 @@
 // sit beside them. Each file is written atomically; Load reports the file and
 // the tensor or field at fault.
 //
+// # Engines
+//
+// Model.SetEngine chooses how Generate, Score, Trainer.Accumulate and
+// Trainer.Apply run:
+//
+//   - native (native.go, native_train.go): the float32 weights copied to host
+//     memory and the forward and backward passes written out over them with
+//     the kernels of internal/kernel (AVX2 products on an assembly
+//     micro-kernel, attention, norms, activations and their gradients,
+//     AdamW). Batches are not padded: all sequences' tokens form one [N,d]
+//     matrix and attention runs per sequence and head; decoding keeps a KV
+//     cache per row and drops rows as they stop. The default on the Go (CPU)
+//     backend.
+//   - graph: GoMLX graphs compiled by the backend, with the lengths bucketed
+//     and padded (see "Shapes and buckets"). The path for GPUs (the XLA
+//     backend), for float64 models (the finite-difference gradient checks),
+//     and the reference the native engine is tested against: the tests hold
+//     the two to the same sampled tokens, log-probs (1e-4), gradients (1e-4
+//     relative) and weights after training steps.
+//
 // # Speed
 //
-// On GoMLX's Go backend (compute v0.1.3, GOEXPERIMENT=simd) the element-wise
-// Exp and Logistic ops run about 60× slower (≈1.6 µs instead of ≈20 ns per
-// element) when they follow a "small" matrix product (< 4M multiply-adds),
-// apparently a SIMD/scalar state-transition penalty left by that kernel. The
-// engine therefore avoids those ops where it can: attention softmax, the
-// log-sum-exp of the log-probs and SiLU use the fused softmax forward and a
-// hand-written backward pass. Matrix products are laid out for the backend's
-// fast path (one batch axis, rhs contracted on its first non-batch axis):
-// Llama's nn.Linear weights are held transposed in memory ([in,out];
-// checkpoints keep [out,in]), attention keys are kept transposed
-// ([B,KVH,Dh,S]), and the KV cache is written by adding an outer product
-// (slot one-hot ⊗ new key), not a broadcast select.
+// On this project's 2-core CPU the native engine trains about as fast as
+// PyTorch with OpenBLAS and samples 1.5–2.5× faster (README, `bash
+// bench/compare.sh`); the graph engine on the Go backend reaches about a
+// quarter of PyTorch. Most of a native training step is matrix products at
+// 120–170 GFLOP/s: tall products copy each 256-deep block of weight panels
+// (and, for xᵀ·y, strips of x) into contiguous memory so power-of-two
+// strides do not collide in cache sets, and the micro-kernel keeps a 6×16
+// output tile in registers. Every element still gets the same multiply-adds
+// in the same order on every path, so results do not depend on core counts.
+// Weight gradients are accumulated by xᵀ·y without transposing x; exact GELU
+// keeps Φ from the forward pass for its derivative.
 //
-// Two backward passes are written out by hand for speed, each checked against
-// finite differences in the tests: attention (autodiff would contract two of
-// its four gradient products on the backend's dot-product-per-element small
-// kernel; by hand all four are broadcast-kernel products, 1.4× faster steps)
-// and exact GELU (its derivative Φ + x·φ takes Φ from the forward value
-// instead of a second scalar float64 Erf). What remains of a step is mostly
-// the large matrix kernel and the backend's single-threaded generic
-// transposes (heads-first layouts and the transposes it inserts before
-// weight-gradient products).
+// On the graph engine, GoMLX's Go backend (compute v0.1.3) runs Exp and
+// Logistic ≈60× slower after a small matrix product (an AVX/SSE transition
+// penalty), so attention's softmax, the log-sum-exp of the log-probs and
+// SiLU use its fused softmax with hand-written gradients; matrix products
+// are laid out for its fast path (keys kept transposed, Llama's weights held
+// [in,out], the KV cache written by adding an outer product); and attention
+// and exact GELU have hand-written backward passes, checked against finite
+// differences.
 //
 // # Concurrency
 //

@@ -3,6 +3,8 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/gomlx/core/tensors"
@@ -141,9 +143,52 @@ func (dec *decoder) newCache(rows, slots int) *kvCache {
 	return c
 }
 
+// rowsPerPart is the fewest entries a forward pass gives each core of its
+// own: with as many, the entries are split between cores, each running the
+// whole pass on its share with serial kernels, one fork and join per pass
+// instead of one per product.
+const rowsPerPart = 8
+
 // forward appends tokens[e] to the cache of row rows[e] for every entry e
 // and returns the logits after each entry's last token, [len(rows)·V].
+// Entries are independent, so the result does not depend on the split.
 func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
+	parts := min(runtime.GOMAXPROCS(0), len(rows)/rowsPerPart)
+	if parts <= 1 {
+		return dec.forwardPart(c, rows, tokens, true)
+	}
+	V := dec.cfg.Vocab
+	logits := make([]float32, len(rows)*V)
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := len(rows)*p/parts, len(rows)*(p+1)/parts
+		wg.Go(func() { copy(logits[lo*V:hi*V], dec.forwardPart(c, rows[lo:hi], tokens[lo:hi], false)) })
+	}
+	wg.Wait()
+	return logits
+}
+
+// matmul is kernel.MatMul, spread over the cores when par.
+func matmul(par bool, out, x, w, b []float32, m, k, n int) {
+	if par {
+		kernel.MatMul(out, x, w, b, m, k, n)
+	} else {
+		kernel.MatMulSerial(out, x, w, b, m, k, n)
+	}
+}
+
+// parallel is kernel.Parallel when par, else fn(0, n).
+func parallel(par bool, n, minChunk int, fn func(lo, hi int)) {
+	if par {
+		kernel.Parallel(n, minChunk, fn)
+	} else {
+		fn(0, n)
+	}
+}
+
+// forwardPart is forward on one share of the entries; par spreads each
+// product and loop over the cores.
+func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool) []float32 {
 	cfg := dec.cfg
 	d, dh := cfg.Dim, cfg.HeadDim()
 	// Flatten the entries into N token rows with their cache row and slot.
@@ -182,18 +227,18 @@ func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 	}
 	for l, ly := range dec.layers {
 		dec.norm(h, x, ly.norm1W, ly.norm1B, n)
-		kernel.MatMul(qkv, h, ly.qkvW, ly.qkvB, n, d, qkvWidth)
+		matmul(par, qkv, h, ly.qkvW, ly.qkvB, n, d, qkvWidth)
 		if dec.invFreq != nil {
 			dec.rope(qkv, slot, qkvWidth)
 		}
 		dec.store(c, l, qkv, row, slot, qkvWidth)
-		dec.attend(c, l, att, qkv, row, slot, qkvWidth)
-		kernel.MatMul(h, att, ly.outW, ly.outB, n, cfg.Heads*dh, d)
+		dec.attend(c, l, att, qkv, row, slot, qkvWidth, par)
+		matmul(par, h, att, ly.outW, ly.outB, n, cfg.Heads*dh, d)
 		addTo(x, h)
 		dec.norm(h, x, ly.norm2W, ly.norm2B, n)
-		kernel.MatMul(up, h, ly.upW, ly.upB, n, d, upWidth)
-		dec.activate(hidden, nil, up, n)
-		kernel.MatMul(h, hidden, ly.downW, ly.downB, n, len(hidden)/n, d)
+		matmul(par, up, h, ly.upW, ly.upB, n, d, upWidth)
+		dec.activate(hidden, nil, up, n, par)
+		matmul(par, h, hidden, ly.downW, ly.downB, n, len(hidden)/n, d)
 		addTo(x, h)
 	}
 	for e, r := range rows {
@@ -206,7 +251,7 @@ func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 	hl := make([]float32, len(xl))
 	dec.norm(hl, xl, dec.normW, dec.normB, len(rows))
 	logits := make([]float32, len(rows)*cfg.Vocab)
-	kernel.MatMul(logits, hl, dec.head, nil, len(rows), d, cfg.Vocab)
+	matmul(par, logits, hl, dec.head, nil, len(rows), d, cfg.Vocab)
 	return logits
 }
 
@@ -261,11 +306,11 @@ func (dec *decoder) store(c *kvCache, l int, qkv []float32, row, slot []int, wid
 
 // attend writes, for every token row and query head, softmax(q·K/√Dh)·V over
 // the slots 0…slot of its cache row into att [n,H·Dh].
-func (dec *decoder) attend(c *kvCache, l int, att, qkv []float32, row, slot []int, width int) {
+func (dec *decoder) attend(c *kvCache, l int, att, qkv []float32, row, slot []int, width int, par bool) {
 	cfg := dec.cfg
 	dh, S, group := cfg.HeadDim(), c.slots, cfg.Heads/cfg.KVHeads
 	scale := float32(1 / math.Sqrt(float64(dh)))
-	kernel.Parallel(len(row)*cfg.Heads, 16, func(lo, hi int) {
+	parallel(par, len(row)*cfg.Heads, 16, func(lo, hi int) {
 		scores := make([]float32, S)
 		q := make([]float32, dh)
 		for job := lo; job < hi; job++ {
@@ -285,10 +330,10 @@ func (dec *decoder) attend(c *kvCache, l int, att, qkv []float32, row, slot []in
 // (which may be up itself), llama's silu(gate)·up from the [n,2·hid] rows
 // of up into out [n,hid]. For exact GELU, cdf (if not nil) receives Φ(up)
 // for the backward pass.
-func (dec *decoder) activate(out, cdf, up []float32, n int) {
+func (dec *decoder) activate(out, cdf, up []float32, n int, par bool) {
 	if dec.cfg.Family == "llama" {
 		hid := dec.cfg.Hidden
-		kernel.Parallel(n, 4, func(lo, hi int) {
+		parallel(par, n, 4, func(lo, hi int) {
 			for i := lo; i < hi; i++ {
 				kernel.SiLUMul(out[i*hid:(i+1)*hid], up[i*2*hid:i*2*hid+hid], up[i*2*hid+hid:(i+1)*2*hid])
 			}
@@ -297,7 +342,7 @@ func (dec *decoder) activate(out, cdf, up []float32, n int) {
 	}
 	width := len(up) / n
 	act := dec.cfg.Activation
-	kernel.Parallel(n, 4, func(lo, hi int) {
+	parallel(par, n, 4, func(lo, hi int) {
 		x, y := up[lo*width:hi*width], out[lo*width:hi*width]
 		switch act {
 		case "relu":

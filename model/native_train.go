@@ -120,7 +120,7 @@ func (dec *decoder) run(b *batch) *trace {
 		if cfg.Family == "gpt" && cfg.Activation == "gelu" {
 			a.cdf = make([]float32, len(a.up))
 		}
-		dec.activate(a.act, a.cdf, a.up, n)
+		dec.activate(a.act, a.cdf, a.up, n, true)
 		kernel.MatMul(tmp, a.act, ly.downW, ly.downB, n, cfg.Hidden, d)
 		addTo(x, tmp)
 	}

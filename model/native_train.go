@@ -379,23 +379,23 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 		// MLP: x += down(act(up(h2))).
 		addBiasGrad(gl.downB, dx, n, d)
 		addWeightGrad(gl.downW, a.act, dx, n, hid, d)
-		kernel.MatMul(dAct, dx, transposed(ly.downW, hid, d), nil, n, d, hid)
+		kernel.MatMulBT(dAct, dx, ly.downW, n, d, hid)
 		dec.activationBackward(dUp, dAct, a.up, a.cdf, n)
 		addBiasGrad(gl.upB, dUp, n, upWidth)
 		addWeightGrad(gl.upW, a.h2, dUp, n, d, upWidth)
-		kernel.MatMul(tmp, dUp, transposed(ly.upW, d, upWidth), nil, n, upWidth, d)
+		kernel.MatMulBT(tmp, dUp, ly.upW, n, upWidth, d)
 		dec.normBackward(dx, tmp, a.norm2, ly.norm2W, gl.norm2W, gl.norm2B, n)
 		// Attention: x += out(attention(qkv(h1))).
 		addBiasGrad(gl.outB, dx, n, d)
 		addWeightGrad(gl.outW, a.att, dx, n, cfg.Heads*dh, d)
-		kernel.MatMul(dAtt, dx, transposed(ly.outW, cfg.Heads*dh, d), nil, n, d, cfg.Heads*dh)
+		kernel.MatMulBT(dAtt, dx, ly.outW, n, d, cfg.Heads*dh)
 		dec.attentionBackward(b, a, dAtt, dqkv, width)
 		if dec.invFreq != nil {
 			dec.rotate(dqkv, b.pos, width, -1)
 		}
 		addBiasGrad(gl.qkvB, dqkv, n, width)
 		addWeightGrad(gl.qkvW, a.h1, dqkv, n, d, width)
-		kernel.MatMul(tmp, dqkv, transposed(ly.qkvW, d, width), nil, n, width, d)
+		kernel.MatMulBT(tmp, dqkv, ly.qkvW, n, width, d)
 		dec.normBackward(dx, tmp, a.norm1, ly.norm1W, gl.norm1W, gl.norm1B, n)
 	}
 	for i, t := range b.tokens {
@@ -404,13 +404,6 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 			addTo(g.pos[b.pos[i]*d:(b.pos[i]+1)*d], dx[i*d:(i+1)*d])
 		}
 	}
-}
-
-// transposed returns the [cols,rows] transpose of w [rows,cols].
-func transposed(w []float32, rows, cols int) []float32 {
-	t := make([]float32, len(w))
-	kernel.Transpose(t, w, rows, cols)
-	return t
 }
 
 // addWeightGrad adds xᵀ·dy to dw [k,m] for x [n,k] and dy [n,m].

@@ -47,12 +47,33 @@ func MatMulTAddSerial(out, x, y []float32, m, k, n int) {
 	product{out: out, a: x, w: y, m: m, k: k, n: n, rs: 1, ps: m, accumulate: true}.run("MatMulTAddSerial", false)
 }
 
+// MatMulBT sets out [m,n] = x·wᵀ for x [m,k] and w [n,k]: the product
+// with a weight held [out,in], the backward pass of x·w, without a
+// transposed copy of w when the product is tall enough to pack it anyway.
+func MatMulBT(out, x, w []float32, m, k, n int) {
+	if simdProduct != nil && m >= packMinRows {
+		product{out: out, a: x, w: w, m: m, k: k, n: n, rs: k, ps: 1, wt: true}.run("MatMulBT", true)
+		return
+	}
+	if len(w) < n*k {
+		panic(fmt.Sprintf("kernel: MatMulBT %d×%d·(%d×%d)ᵀ: weight of %d elements", m, k, n, k, len(w)))
+	}
+	t := make([]float32, n*k)
+	Transpose(t, w, n, k)
+	MatMul(out, x, t, nil, m, k, n)
+}
+
+// packMinRows is the row count from which a product packs its weight
+// panels: below it the packing would not be repaid by reuse.
+const packMinRows = 64
+
 // product is out [m,n] = a·w (+ bias), or out += a·w when accumulate, where
-// a's element (i,p) is a[i·rs + p·ps] and w is row-major [k,n].
+// a's element (i,p) is a[i·rs + p·ps] and w is row-major [k,n] (or, when
+// wt, [n,k]: w's element (p,j) is w[j·k + p]; only on the packed path).
 type product struct {
 	out, a, w, bias []float32
 	m, k, n, rs, ps int
-	accumulate      bool
+	accumulate, wt  bool
 }
 
 func (p product) run(name string, parallel bool) {

@@ -23,7 +23,7 @@ func init() {
 // its initial value plus the multiply-adds in p order on either path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
-	if p.k > 0 && p.m >= packMinRows {
+	if p.k > 0 && (p.m >= packMinRows || p.wt) {
 		p.packed(lo, hi)
 		return
 	}
@@ -65,10 +65,6 @@ func productAVX2(p product, lo, hi int) {
 		}
 	}
 }
-
-// packMinRows is the row count from which a product packs its operands:
-// below it the packing would not be repaid by reuse.
-const packMinRows = 64
 
 // kBlock is the depth of one packed pass: a 6×kBlock tile of a (6 KiB) and
 // the kBlock×16 weight panels of a worker's columns (up to 1 MiB at 1024
@@ -113,6 +109,15 @@ func (p product) packed(lo, hi int) {
 			panel := wp[j*kBlock*16 : j*kBlock*16+kc*16]
 			if width < 16 {
 				clear(panel)
+			}
+			if p.wt {
+				for col := range width {
+					src := p.w[(c+col)*p.k+k0 : (c+col)*p.k+k0+kc]
+					for q, v := range src {
+						panel[q*16+col] = v
+					}
+				}
+				continue
 			}
 			for q := range kc {
 				copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:])

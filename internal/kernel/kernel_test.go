@@ -274,3 +274,21 @@ func TestMatMulPathsAgreeBitwise(t *testing.T) {
 		}
 	}
 }
+
+// x·wᵀ from w [n,k] equals, bit for bit, x times w transposed by hand.
+func TestMatMulBT(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 20))
+	for _, s := range []struct{ m, k, n int }{{3, 5, 7}, {70, 300, 33}, {64, 600, 128}, {130, 40, 16}} {
+		x, w := random(rng, s.m*s.k), random(rng, s.n*s.k)
+		wt := make([]float32, len(w))
+		Transpose(wt, w, s.n, s.k)
+		want, got := make([]float32, s.m*s.n), make([]float32, s.m*s.n)
+		MatMul(want, x, wt, nil, s.m, s.k, s.n)
+		MatMulBT(got, x, w, s.m, s.k, s.n)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%v: out[%d] = %v, want %v", s, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/hacrl/hacrl/internal/kernel"
 )
@@ -62,6 +63,44 @@ func passes(seqs []Sequence) [][2]int {
 	return out
 }
 
+// arena recycles the float buffers of native passes: a training step
+// allocates the same shapes every time, and fresh memory must be zeroed
+// and collected. Buffers come back dirty; callers that accumulate clear them.
+type arena struct {
+	mu   sync.Mutex
+	free map[int][][]float32
+	used [][]float32
+}
+
+func (ar *arena) get(n int) []float32 {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	var b []float32
+	if list := ar.free[n]; len(list) > 0 {
+		b, ar.free[n] = list[len(list)-1], list[:len(list)-1]
+	} else {
+		b = make([]float32, n)
+	}
+	ar.used = append(ar.used, b)
+	return b
+}
+
+// release returns every buffer handed out since the last release.
+func (ar *arena) release() {
+	ar.mu.Lock()
+	defer ar.mu.Unlock()
+	if ar.free == nil {
+		ar.free = map[int][][]float32{}
+	}
+	for _, b := range ar.used {
+		ar.free[len(b)] = append(ar.free[len(b)], b)
+	}
+	ar.used = ar.used[:0]
+}
+
+// arenas holds idle arenas for the native passes of all models.
+var arenas = sync.Pool{New: func() any { return &arena{} }}
+
 // normed is one normalization's saved state: x̂ (the normalized input before
 // the gain) and 1/σ per row.
 type normed struct{ xhat, rstd []float32 }
@@ -88,57 +127,57 @@ type trace struct {
 }
 
 // run is the forward pass over b, keeping activations.
-func (dec *decoder) run(b *batch) *trace {
+func (dec *decoder) run(b *batch, ar *arena) *trace {
 	cfg := dec.cfg
 	d, dh, n := cfg.Dim, cfg.HeadDim(), len(b.tokens)
 	width := (cfg.Heads + 2*cfg.KVHeads) * dh
 	tr := &trace{b: b, layers: make([]layerActs, cfg.Layers)}
-	x := make([]float32, n*d)
+	x := ar.get(n * d)
 	for i, t := range b.tokens {
 		copy(x[i*d:(i+1)*d], dec.embed[t*d:(t+1)*d])
 		if dec.pos != nil {
 			addTo(x[i*d:(i+1)*d], dec.pos[b.pos[i]*d:(b.pos[i]+1)*d])
 		}
 	}
-	tmp := make([]float32, n*d)
+	tmp := ar.get(n * d)
 	for l, ly := range dec.layers {
 		a := &tr.layers[l]
-		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n)
-		a.qkv = make([]float32, n*width)
+		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n, ar)
+		a.qkv = ar.get(n * width)
 		kernel.MatMul(a.qkv, a.h1, ly.qkvW, ly.qkvB, n, d, width)
 		if dec.invFreq != nil {
 			dec.rotate(a.qkv, b.pos, width, 1)
 		}
-		a.att, a.probs = dec.selfAttention(b, a.qkv, width)
+		a.att, a.probs = dec.selfAttention(b, a.qkv, width, ar)
 		kernel.MatMul(tmp, a.att, ly.outW, ly.outB, n, cfg.Heads*dh, d)
 		addTo(x, tmp)
-		a.h2, a.norm2 = dec.normSaved(x, ly.norm2W, ly.norm2B, n)
+		a.h2, a.norm2 = dec.normSaved(x, ly.norm2W, ly.norm2B, n, ar)
 		upWidth := len(ly.upW) / d
-		a.up = make([]float32, n*upWidth)
+		a.up = ar.get(n * upWidth)
 		kernel.MatMul(a.up, a.h2, ly.upW, ly.upB, n, d, upWidth)
-		a.act = make([]float32, n*cfg.Hidden)
+		a.act = ar.get(n * cfg.Hidden)
 		if cfg.Family == "gpt" && cfg.Activation == "gelu" {
-			a.cdf = make([]float32, len(a.up))
+			a.cdf = ar.get(len(a.up))
 		}
 		dec.activate(a.act, a.cdf, a.up, n, true)
 		kernel.MatMul(tmp, a.act, ly.downW, ly.downB, n, cfg.Hidden, d)
 		addTo(x, tmp)
 	}
-	tr.hf, tr.final = dec.normSaved(x, dec.normW, dec.normB, n)
-	hr := make([]float32, len(b.heads)*d)
+	tr.hf, tr.final = dec.normSaved(x, dec.normW, dec.normB, n, ar)
+	hr := ar.get(len(b.heads) * d)
 	for j, r := range b.heads {
 		copy(hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
 	}
-	tr.logits = make([]float32, len(b.heads)*cfg.Vocab)
+	tr.logits = ar.get(len(b.heads) * cfg.Vocab)
 	kernel.MatMul(tr.logits, hr, dec.head, nil, len(b.heads), d, cfg.Vocab)
 	return tr
 }
 
 // normSaved normalizes the n rows of x (LayerNorm for gpt, RMSNorm for
 // llama) and returns the output with the saved state.
-func (dec *decoder) normSaved(x, w, b []float32, n int) ([]float32, normed) {
+func (dec *decoder) normSaved(x, w, b []float32, n int, ar *arena) ([]float32, normed) {
 	d := dec.cfg.Dim
-	out, s := make([]float32, n*d), normed{xhat: make([]float32, n*d), rstd: make([]float32, n)}
+	out, s := ar.get(n*d), normed{xhat: ar.get(n * d), rstd: ar.get(n)}
 	gpt := dec.cfg.Family == "gpt"
 	kernel.Parallel(n, 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -192,10 +231,10 @@ func (dec *decoder) headMatrices(qkv []float32, width, start, T, hq int, q, kT, 
 
 // selfAttention runs causal attention within each sequence of b and returns
 // the output [N,H·Dh] and the probabilities per sequence and head.
-func (dec *decoder) selfAttention(b *batch, qkv []float32, width int) ([]float32, [][]float32) {
+func (dec *decoder) selfAttention(b *batch, qkv []float32, width int, ar *arena) ([]float32, [][]float32) {
 	cfg := dec.cfg
 	dh, H := cfg.HeadDim(), cfg.Heads
-	out := make([]float32, len(b.tokens)*H*dh)
+	out := ar.get(len(b.tokens) * H * dh)
 	probs := make([][]float32, len(b.start)*H)
 	maxT := 0
 	for _, T := range b.len {
@@ -208,7 +247,7 @@ func (dec *decoder) selfAttention(b *batch, qkv []float32, width int) ([]float32
 			start, T := b.start[s], b.len[s]
 			q, kT, v, o := buf[:T*dh], buf[maxT*dh:maxT*dh+dh*T], buf[2*maxT*dh:2*maxT*dh+T*dh], buf[3*maxT*dh:3*maxT*dh+T*dh]
 			dec.headMatrices(qkv, width, start, T, hq, q, kT, v)
-			p := make([]float32, T*T)
+			p := ar.get(T * T)
 			kernel.MatMulSerial(p, q, kT, nil, T, dh, T)
 			for t := range T {
 				row := p[t*T : (t+1)*T]
@@ -263,9 +302,12 @@ func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]floa
 	if withEntropy {
 		ent = make([][]float64, len(seqs))
 	}
+	ar := arenas.Get().(*arena)
+	defer arenas.Put(ar)
 	for _, p := range passes(seqs) {
 		part := seqs[p[0]:p[1]]
-		l, e := dec.run(newBatch(part)).logProbs(m.cfg.Vocab, withEntropy)
+		l, e := dec.run(newBatch(part), ar).logProbs(m.cfg.Vocab, withEntropy)
+		ar.release()
 		for i, s := range part {
 			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
 			if withEntropy {
@@ -286,16 +328,19 @@ func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32) ([][]float
 	}
 	g := dec.newGrads()
 	lp := make([][]float64, len(seqs))
+	ar := arenas.Get().(*arena)
+	defer arenas.Put(ar)
 	for _, p := range passes(seqs) {
 		part := seqs[p[0]:p[1]]
-		tr := dec.run(newBatch(part))
+		tr := dec.run(newBatch(part), ar)
 		l, _ := tr.logProbs(m.cfg.Vocab, false)
 		var w []float32
 		for i, s := range part {
 			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
 			w = append(w, weights[p[0]+i]...)
 		}
-		dec.backward(tr, w, g)
+		dec.backward(tr, w, g, ar)
+		ar.release()
 	}
 	out, err := g.bySpec(m.specs)
 	return out, lp, err
@@ -334,7 +379,7 @@ func (dec *decoder) newGrads() *grads {
 }
 
 // backward adds to g the gradient of Σ_j w[j]·lp[j] over the head rows of tr.
-func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
+func (dec *decoder) backward(tr *trace, w []float32, g *grads, ar *arena) {
 	cfg := dec.cfg
 	b := tr.b
 	d, dh, V, n := cfg.Dim, cfg.HeadDim(), cfg.Vocab, len(b.tokens)
@@ -342,7 +387,7 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 
 	// Head: dlogits = w·(onehot(target) − softmax(logits)).
 	nh := len(b.heads)
-	dlogits := make([]float32, nh*V)
+	dlogits := ar.get(nh * V)
 	for j := range nh {
 		row, dr := tr.logits[j*V:(j+1)*V], dlogits[j*V:(j+1)*V]
 		copy(dr, row)
@@ -352,7 +397,7 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 		}
 		dr[b.targets[j]] += w[j]
 	}
-	hr := make([]float32, nh*d)
+	hr := ar.get(nh * d)
 	for j, r := range b.heads {
 		copy(hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
 	}
@@ -361,19 +406,21 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads) {
 		headGrad = g.embed
 	}
 	addWeightGrad(headGrad, dlogits, hr, nh, V, d) // [V,d] += dlogitsᵀ·hr
-	dhr := make([]float32, nh*d)
+	dhr := ar.get(nh * d)
 	kernel.MatMul(dhr, dlogits, dec.headRows(), nil, nh, V, d) // dlogits·W, W [V,d]
-	dhf := make([]float32, n*d)
+	dhf := ar.get(n * d)
+	clear(dhf)
 	for j, r := range b.heads {
 		copy(dhf[r*d:(r+1)*d], dhr[j*d:(j+1)*d])
 	}
-	dx := make([]float32, n*d)
+	dx := ar.get(n * d)
+	clear(dx)
 	dec.normBackward(dx, dhf, tr.final, dec.normW, g.normW, g.normB, n)
 
-	tmp := make([]float32, n*d)
+	tmp := ar.get(n * d)
 	hid, upWidth := cfg.Hidden, len(dec.layers[0].upW)/d
-	dAct, dUp := make([]float32, n*hid), make([]float32, n*upWidth)
-	dAtt, dqkv := make([]float32, n*cfg.Heads*dh), make([]float32, n*width)
+	dAct, dUp := ar.get(n*hid), ar.get(n*upWidth)
+	dAtt, dqkv := ar.get(n*cfg.Heads*dh), ar.get(n*width)
 	for l := cfg.Layers - 1; l >= 0; l-- {
 		ly, gl, a := &dec.layers[l], &g.layers[l], &tr.layers[l]
 		// MLP: x += down(act(up(h2))).

@@ -43,6 +43,16 @@ type Config struct {
 	Checkpoint  Checkpoint `yaml:"checkpoint" json:"checkpoint,omitempty"`
 	OnNonFinite string     `yaml:"on_non_finite" json:"on_non_finite,omitempty"` // "skip" (default): drop the mini-batch; "stop": end the run
 	Backend     string     `yaml:"backend" json:"backend,omitempty"`             // GoMLX backend config; default "go:parallelism=-1"
+	Engine      string     `yaml:"engine" json:"engine,omitempty"`               // auto (default), native or graph: how the models run (model.Engine)
+}
+
+// checkEngine reports an engine name other than auto, native or graph.
+func checkEngine(bad func(path, format string, args ...any), engine string) {
+	switch engine {
+	case "auto", "native", "graph":
+	default:
+		bad("engine", "must be auto, native or graph, got %q", engine)
+	}
 }
 
 // Method selects the algorithm preset and overrides its hyperparameters.
@@ -230,6 +240,9 @@ func (c *Config) applyDefaults() {
 	if c.OnNonFinite == "" {
 		c.OnNonFinite = "skip"
 	}
+	if c.Engine == "" {
+		c.Engine = "auto"
+	}
 	if c.Batch.ResponsesPerPrompt == 0 {
 		c.Batch.ResponsesPerPrompt = 8
 	}
@@ -407,6 +420,7 @@ func (c *Config) Validate() error {
 	default:
 		bad("on_non_finite", "must be skip or stop, got %q", c.OnNonFinite)
 	}
+	checkEngine(bad, c.Engine)
 	if c.Eval.Every < 0 {
 		bad("eval.every", "must be >= 0")
 	}

@@ -45,8 +45,8 @@ func TestParseValid(t *testing.T) {
 	if *c.Agents[0].Optimizer.WeightDecay != 0.01 || c.Agents[0].Optimizer.MaxGradNorm != 1 {
 		t.Errorf("optimizer defaults: %+v", c.Agents[0].Optimizer)
 	}
-	if c.Checkpoint.Keep != 2 || c.OnNonFinite != "skip" || !*c.Eval.AtStart {
-		t.Errorf("run defaults: keep %d on_non_finite %q at_start %v", c.Checkpoint.Keep, c.OnNonFinite, *c.Eval.AtStart)
+	if c.Checkpoint.Keep != 2 || c.OnNonFinite != "skip" || !*c.Eval.AtStart || c.Engine != "auto" {
+		t.Errorf("run defaults: keep %d on_non_finite %q at_start %v engine %q", c.Checkpoint.Keep, c.OnNonFinite, *c.Eval.AtStart, c.Engine)
 	}
 	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil || c.Method.CrossAdvantage != "all" {
 		t.Errorf("method overrides: %+v", c.Method)
@@ -73,6 +73,7 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"eval problems for generated task", "problems: 50", "problems: 0", "eval.sets[0].problems: must be > 0"},
 		{"bad cross advantage", "alpha: 1.0}", "alpha: 1.0, cross_advantage: negative}", `method.cross_advantage: must be all or positive, got "negative"`},
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite: must be skip or stop, got "ignore"`},
+		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine: must be auto, native or graph, got "gpu"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -29,6 +29,7 @@ type SFT struct {
 	Optimizer  Optimizer    `yaml:"optimizer"`
 	Eval       SFTEval      `yaml:"eval"`
 	Backend    string       `yaml:"backend"`
+	Engine     string       `yaml:"engine"` // auto (default), native or graph
 }
 
 // SFTTokenizer says where the agent's tokenizer comes from: a file, or built
@@ -72,6 +73,9 @@ func LoadSFT(path string) (*SFT, error) {
 }
 
 func (s *SFT) applyDefaults() {
+	if s.Engine == "" {
+		s.Engine = "auto"
+	}
 	if s.Template.Kind == "" {
 		s.Template.Kind = "plain"
 	}
@@ -100,6 +104,7 @@ func (s *SFT) Validate() error {
 	if s.Out == "" {
 		bad("out", "required (the checkpoint directory to write)")
 	}
+	checkEngine(bad, s.Engine)
 	if (s.Checkpoint == "") == (s.Model == nil) {
 		bad("model", "give exactly one of checkpoint or model")
 	}

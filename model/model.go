@@ -87,10 +87,11 @@ func (m *Model) NumParams() int64 {
 	return n
 }
 
-// Clone returns an independent copy of the model with the same weights, for
-// instance the frozen reference model of a KL penalty.
+// Clone returns an independent copy of the model with the same weights and
+// engine, for instance the frozen reference model of a KL penalty.
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
+	c.engine = m.engine
 	for i, p := range m.snapshot() {
 		t, err := p.LocalClone()
 		if err != nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/model"
 )
 
 // Observer receives progress: the CLI draws it live or logs it.
@@ -153,6 +154,12 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 			return nil, err
 		}
 	}
+	for _, a := range r.agents {
+		a.Model.SetEngine(engine(cfg.Engine))
+		if a.Ref != nil {
+			a.Ref.SetEngine(engine(cfg.Engine))
+		}
+	}
 	if err := writeResolvedConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -161,6 +168,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// engine maps a config's engine name to the model's.
+func engine(name string) model.Engine {
+	if name == "auto" {
+		return model.EngineAuto
+	}
+	return model.Engine(name)
 }
 
 // rng is the random source for one purpose of one agent at one step.

@@ -97,6 +97,7 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 			return nil, err
 		}
 	}
+	a.Model.SetEngine(engine(cfg.Engine))
 	stop := a.Template.StopTokens(a.Tok)
 	if len(stop) == 0 {
 		return nil, fmt.Errorf("sft: the tokenizer has no EOS token")

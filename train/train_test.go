@@ -260,3 +260,26 @@ func mustTrain(t *testing.T, cfg *config.Config) *Run {
 	}
 	return run
 }
+
+// The run's engine setting reaches every agent, and a step trains on either
+// engine.
+func TestEngineSetting(t *testing.T) {
+	for _, e := range []string{"native", "graph"} {
+		t.Run(e, func(t *testing.T) {
+			cfg := tinyConfig(t, t.TempDir(), "hacpo", 1)
+			cfg.Eval.Sets = nil
+			cfg.Engine = e
+			run := mustTrain(t, cfg)
+			for _, a := range run.Agents() {
+				if got := a.Model.EngineName(); got != e {
+					t.Errorf("%s runs on %q, want %q", a.Name, got, e)
+				}
+			}
+			recs, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSchema(t, recs, []string{"gpt-char", "llama-char", "llama-bpe"}, true)
+		})
+	}
+}

@@ -28,6 +28,7 @@ type decoder struct {
 	normW  []float32 // final norm
 	normB  []float32 // gpt
 	head   []float32 // [d,V]: the LM head (or the tied embeddings) transposed
+	headP  *kernel.Packed
 	headW  []float32 // [V,d]: lm_head.weight; nil when tied to embed
 	// invFreq are llama's rotary frequencies θ^(−2i/Dh) as float32.
 	invFreq []float32
@@ -43,10 +44,33 @@ type decoderLayer struct {
 	norm2W, norm2B []float32
 	upW, upB       []float32 // gpt c_fc [d,hid]; llama gate|up [d,2·hid]
 	downW, downB   []float32 // [hid,d]
+	// The four weights packed for the forward products.
+	qkvP, outP, upP, downP *kernel.Packed
 }
 
-// newDecoder copies params (float32, in paramSpecs order) to the host.
+// pack lays out the layer's weights for the forward products.
+func (ly *decoderLayer) pack(d int) {
+	ly.qkvP = kernel.Pack(ly.qkvW, d, len(ly.qkvW)/d)
+	ly.outP = kernel.Pack(ly.outW, len(ly.outW)/d, d)
+	ly.upP = kernel.Pack(ly.upW, d, len(ly.upW)/d)
+	ly.downP = kernel.Pack(ly.downW, len(ly.downW)/d, d)
+}
+
+// newDecoder copies params (float32, in paramSpecs order) to the host and
+// packs the weights for the forward products.
 func newDecoder(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decoder, error) {
+	dec, err := hostWeights(cfg, specs, params)
+	if err != nil {
+		return nil, err
+	}
+	for i := range dec.layers {
+		dec.layers[i].pack(cfg.Dim)
+	}
+	return dec, nil
+}
+
+// hostWeights copies params to the host in the decoder's layout.
+func hostWeights(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decoder, error) {
 	w := make(map[string][]float32, len(specs))
 	for i, s := range specs {
 		if params[i].DType() != dtypes.Float32 {
@@ -58,6 +82,7 @@ func newDecoder(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decod
 	dec := &decoder{cfg: cfg, src: params[0], embed: w[cfg.embeddingName()]}
 	dec.headW = w["lm_head.weight"]
 	dec.head = transpose(dec.headRows(), cfg.Vocab, d)
+	dec.headP = kernel.Pack(dec.head, d, cfg.Vocab)
 	if cfg.Family == "gpt" {
 		dec.pos, dec.normW, dec.normB = w["wpe.weight"], w["ln_f.weight"], w["ln_f.bias"]
 		for l := range cfg.Layers {
@@ -168,12 +193,12 @@ func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 	return logits
 }
 
-// matmul is kernel.MatMul, spread over the cores when par.
-func matmul(par bool, out, x, w, b []float32, m, k, n int) {
+// matmul is kernel.MatMulPacked, spread over the cores when par.
+func matmul(par bool, out, x []float32, w *kernel.Packed, b []float32, m int) {
 	if par {
-		kernel.MatMul(out, x, w, b, m, k, n)
+		kernel.MatMulPacked(out, x, w, b, m)
 	} else {
-		kernel.MatMulSerial(out, x, w, b, m, k, n)
+		kernel.MatMulPackedSerial(out, x, w, b, m)
 	}
 }
 
@@ -227,18 +252,18 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 	}
 	for l, ly := range dec.layers {
 		dec.norm(h, x, ly.norm1W, ly.norm1B, n)
-		matmul(par, qkv, h, ly.qkvW, ly.qkvB, n, d, qkvWidth)
+		matmul(par, qkv, h, ly.qkvP, ly.qkvB, n)
 		if dec.invFreq != nil {
 			dec.rope(qkv, slot, qkvWidth)
 		}
 		dec.store(c, l, qkv, row, slot, qkvWidth)
 		dec.attend(c, l, att, qkv, row, slot, qkvWidth, par)
-		matmul(par, h, att, ly.outW, ly.outB, n, cfg.Heads*dh, d)
+		matmul(par, h, att, ly.outP, ly.outB, n)
 		addTo(x, h)
 		dec.norm(h, x, ly.norm2W, ly.norm2B, n)
-		matmul(par, up, h, ly.upW, ly.upB, n, d, upWidth)
+		matmul(par, up, h, ly.upP, ly.upB, n)
 		dec.activate(hidden, nil, up, n, par)
-		matmul(par, h, hidden, ly.downW, ly.downB, n, len(hidden)/n, d)
+		matmul(par, h, hidden, ly.downP, ly.downB, n)
 		addTo(x, h)
 	}
 	for e, r := range rows {
@@ -251,7 +276,7 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 	hl := make([]float32, len(xl))
 	dec.norm(hl, xl, dec.normW, dec.normB, len(rows))
 	logits := make([]float32, len(rows)*cfg.Vocab)
-	matmul(par, logits, hl, dec.head, nil, len(rows), d, cfg.Vocab)
+	matmul(par, logits, hl, dec.headP, nil, len(rows))
 	return logits
 }
 

@@ -144,23 +144,23 @@ func (dec *decoder) run(b *batch, ar *arena) *trace {
 		a := &tr.layers[l]
 		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n, ar)
 		a.qkv = ar.get(n * width)
-		kernel.MatMul(a.qkv, a.h1, ly.qkvW, ly.qkvB, n, d, width)
+		kernel.MatMulPacked(a.qkv, a.h1, ly.qkvP, ly.qkvB, n)
 		if dec.invFreq != nil {
 			dec.rotate(a.qkv, b.pos, width, 1)
 		}
 		a.att, a.probs = dec.selfAttention(b, a.qkv, width, ar)
-		kernel.MatMul(tmp, a.att, ly.outW, ly.outB, n, cfg.Heads*dh, d)
+		kernel.MatMulPacked(tmp, a.att, ly.outP, ly.outB, n)
 		addTo(x, tmp)
 		a.h2, a.norm2 = dec.normSaved(x, ly.norm2W, ly.norm2B, n, ar)
 		upWidth := len(ly.upW) / d
 		a.up = ar.get(n * upWidth)
-		kernel.MatMul(a.up, a.h2, ly.upW, ly.upB, n, d, upWidth)
+		kernel.MatMulPacked(a.up, a.h2, ly.upP, ly.upB, n)
 		a.act = ar.get(n * cfg.Hidden)
 		if cfg.Family == "gpt" && cfg.Activation == "gelu" {
 			a.cdf = ar.get(len(a.up))
 		}
 		dec.activate(a.act, a.cdf, a.up, n, true)
-		kernel.MatMul(tmp, a.act, ly.downW, ly.downB, n, cfg.Hidden, d)
+		kernel.MatMulPacked(tmp, a.act, ly.downP, ly.downB, n)
 		addTo(x, tmp)
 	}
 	tr.hf, tr.final = dec.normSaved(x, dec.normW, dec.normB, n, ar)
@@ -169,7 +169,7 @@ func (dec *decoder) run(b *batch, ar *arena) *trace {
 		copy(hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
 	}
 	tr.logits = ar.get(len(b.heads) * cfg.Vocab)
-	kernel.MatMul(tr.logits, hr, dec.head, nil, len(b.heads), d, cfg.Vocab)
+	kernel.MatMulPacked(tr.logits, hr, dec.headP, nil, len(b.heads))
 	return tr
 }
 

@@ -63,6 +63,48 @@ func MatMulBT(out, x, w []float32, m, k, n int) {
 	MatMul(out, x, t, nil, m, k, n)
 }
 
+// Packed is a weight matrix [k,n] kept both as is and laid out for the
+// vector products: panels of 16 columns, each k×16 contiguous, the last
+// zero-padded. A product with it reads the weights sequentially and skips
+// packing them, which pays when the same weights serve many products (the
+// decoding steps of a batch).
+type Packed struct {
+	k, n   int
+	w      []float32
+	panels []float32
+}
+
+// Pack lays out w [k,n] for MatMulPacked. w must not change afterwards.
+func Pack(w []float32, k, n int) *Packed {
+	if len(w) < k*n {
+		panic(fmt.Sprintf("kernel: Pack %d×%d: %d elements", k, n, len(w)))
+	}
+	p := &Packed{k: k, n: n, w: w[:k*n]}
+	if simdProduct == nil {
+		return p
+	}
+	panels := (n + 15) / 16
+	p.panels = make([]float32, panels*16*k)
+	for j := range panels {
+		width := min(16, n-16*j)
+		for q := range k {
+			copy(p.panels[(j*k+q)*16:(j*k+q)*16+width], w[q*n+16*j:])
+		}
+	}
+	return p
+}
+
+// MatMulPacked sets out = x·w (+ bias) for x [m,k] and the packed w [k,n]:
+// the same values as MatMul, bit for bit.
+func MatMulPacked(out, x []float32, w *Packed, bias []float32, m int) {
+	product{out: out, a: x, w: w.w, pw: w.panels, bias: bias, m: m, k: w.k, n: w.n, rs: w.k, ps: 1}.run("MatMulPacked", true)
+}
+
+// MatMulPackedSerial is MatMulPacked on the calling goroutine only.
+func MatMulPackedSerial(out, x []float32, w *Packed, bias []float32, m int) {
+	product{out: out, a: x, w: w.w, pw: w.panels, bias: bias, m: m, k: w.k, n: w.n, rs: w.k, ps: 1}.run("MatMulPackedSerial", false)
+}
+
 // packMinRows is the row count from which a product packs its weight
 // panels: below it the packing would not be repaid by reuse.
 const packMinRows = 64
@@ -74,6 +116,7 @@ type product struct {
 	out, a, w, bias []float32
 	m, k, n, rs, ps int
 	accumulate, wt  bool
+	pw              []float32 // w already in panels (Packed), for the vector path
 }
 
 func (p product) run(name string, parallel bool) {

@@ -23,7 +23,7 @@ func init() {
 // its initial value plus the multiply-adds in p order on either path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
-	if p.k > 0 && (p.m >= packMinRows || p.wt) {
+	if p.k > 0 && (p.m >= packMinRows || p.wt || p.pw != nil) {
 		p.packed(lo, hi)
 		return
 	}
@@ -90,20 +90,33 @@ func (p product) packed(lo, hi int) {
 	defer packBuffers.Put(bufp)
 	tiles := p.m / 6
 	need := kBlock * 16 * panels
+	if p.pw != nil {
+		need = 0
+	}
 	if p.rs == 1 {
 		need += kBlock * 6 * tiles
 	}
 	if cap(*bufp) < need {
 		*bufp = make([]float32, need)
 	}
-	wp := (*bufp)[:kBlock*16*panels]
-	strips := (*bufp)[kBlock*16*panels : need]
+	wp := (*bufp)[:need-kBlock*6*tiles*boolInt(p.rs == 1)]
+	strips := (*bufp)[len(wp):need]
 	var zeros [16]float32
 	var strip [kBlock * 6]float32
 	var scratch [6][16]float32
+	// panelAt is where panel j of the current block starts.
+	var panelAt func(j int) *float32
 	for k0 := 0; k0 < p.k; k0 += kBlock {
 		kc := min(kBlock, p.k-k0)
+		if p.pw != nil { // packed once by Pack: panel j is [k][16] at (lo/16 + j)·16k
+			panelAt = func(j int) *float32 { return &p.pw[(lo/16+j)*16*p.k+16*k0] }
+		} else {
+			panelAt = func(j int) *float32 { return &wp[j*kBlock*16] }
+		}
 		for j := range panels {
+			if p.pw != nil {
+				break
+			}
 			c := lo + 16*j
 			width := min(16, hi-c)
 			panel := wp[j*kBlock*16 : j*kBlock*16+kc*16]
@@ -152,7 +165,7 @@ func (p product) packed(lo, hi int) {
 						init = &p.bias[c]
 					}
 				}
-				tile6x16(kc, a, astride, astep, &wp[j*kBlock*16], 64, init, istride, out, uintptr(p.n)*4)
+				tile6x16(kc, a, astride, astep, panelAt(j), 64, init, istride, out, uintptr(p.n)*4)
 				return
 			}
 			for r := range rows {
@@ -165,7 +178,7 @@ func (p product) packed(lo, hi int) {
 					scratch[r] = [16]float32{}
 				}
 			}
-			tile6x16(kc, a, astride, astep, &wp[j*kBlock*16], 64, &scratch[0][0], 64, &scratch[0][0], 64)
+			tile6x16(kc, a, astride, astep, panelAt(j), 64, &scratch[0][0], 64, &scratch[0][0], 64)
 			for r := range rows {
 				copy(p.out[(i+r)*p.n+c:(i+r)*p.n+c+width], scratch[r][:width])
 			}
@@ -623,4 +636,11 @@ func adamWAVX2(p, g, m, v []float32, s AdamWStep) {
 		pj.StoreSlicePart(p[i:n])
 	}
 	archsimd.ClearAVXUpperBits()
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -462,24 +462,48 @@ func scoresAVX2(s, q, keys []float32, stride int) {
 
 func weightedSumAVX2(o, p, values []float32) {
 	dh := len(o)
-	if dh%8 != 0 || dh > 64 {
+	switch dh {
+	case 32:
+		var a0, a1, a2, a3 archsimd.Float32x8
+		for j, pj := range p {
+			v := values[j*32 : j*32+32 : j*32+32]
+			b := archsimd.BroadcastFloat32x8(pj)
+			a0 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[0:8])), a0)
+			a1 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[8:16])), a1)
+			a2 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[16:24])), a2)
+			a3 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[24:32])), a3)
+		}
+		a0.StoreSlice(o)
+		a1.StoreSlice(o[8:])
+		a2.StoreSlice(o[16:])
+		a3.StoreSlice(o[24:])
+	case 64:
+		var a0, a1, a2, a3, a4, a5, a6, a7 archsimd.Float32x8
+		for j, pj := range p {
+			v := values[j*64 : j*64+64 : j*64+64]
+			b := archsimd.BroadcastFloat32x8(pj)
+			a0 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[0:8])), a0)
+			a1 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[8:16])), a1)
+			a2 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[16:24])), a2)
+			a3 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[24:32])), a3)
+			a4 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[32:40])), a4)
+			a5 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[40:48])), a5)
+			a6 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[48:56])), a6)
+			a7 = b.MulAdd(archsimd.LoadFloat32x8((*[8]float32)(v[56:64])), a7)
+		}
+		a0.StoreSlice(o)
+		a1.StoreSlice(o[8:])
+		a2.StoreSlice(o[16:])
+		a3.StoreSlice(o[24:])
+		a4.StoreSlice(o[32:])
+		a5.StoreSlice(o[40:])
+		a6.StoreSlice(o[48:])
+		a7.StoreSlice(o[56:])
+	default:
 		clear(o)
 		for j, pj := range p {
 			axpyAVX2(o, pj, values[j*dh:])
 		}
-		return
-	}
-	var acc [8]archsimd.Float32x8
-	n := dh / 8
-	for j, pj := range p {
-		v := values[j*dh : (j+1)*dh]
-		b := archsimd.BroadcastFloat32x8(pj)
-		for i := range n {
-			acc[i] = b.MulAdd(archsimd.LoadFloat32x8Slice(v[8*i:]), acc[i])
-		}
-	}
-	for i := range n {
-		acc[i].StoreSlice(o[8*i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }

@@ -211,22 +211,67 @@ func (dec *decoder) rotate(qkv []float32, pos []int, width int, sign float32) {
 	})
 }
 
-// headMatrices copies one sequence's query head hq and its key/value head
-// from qkv into q [T,Dh] (scaled by 1/√Dh), kT [Dh,T] and v [T,Dh].
-func (dec *decoder) headMatrices(qkv []float32, width, start, T, hq int, q, kT, v []float32) {
-	cfg := dec.cfg
-	dh := cfg.HeadDim()
+// seqHeads is one sequence's attention operands, head by head, gathered
+// from its qkv rows in one pass (the rows of a sequence lie far apart in
+// the layer's activations, so reading them once per head would wait on
+// memory for every row).
+type seqHeads struct {
+	T, dh          int
+	q              []float32 // [H][T][dh], scaled by 1/√dh
+	k, kT, v, vT   []float32 // [KVH][T][dh] and [KVH][dh][T]
+	wantK, wantVT  bool
+	wantKT, wantV  bool
+	heads, kvHeads int
+}
+
+func (dec *decoder) newSeqHeads(maxT int) *seqHeads {
+	c := dec.cfg
+	dh := c.HeadDim()
+	return &seqHeads{dh: dh, heads: c.Heads, kvHeads: c.KVHeads,
+		q: make([]float32, c.Heads*maxT*dh), k: make([]float32, c.KVHeads*maxT*dh), kT: make([]float32, c.KVHeads*maxT*dh),
+		v: make([]float32, c.KVHeads*maxT*dh), vT: make([]float32, c.KVHeads*maxT*dh)}
+}
+
+// gather fills the operands of the T rows of qkv starting at row start.
+func (sh *seqHeads) gather(qkv []float32, width, start, T int) {
+	sh.T = T
+	dh, H, KVH := sh.dh, sh.heads, sh.kvHeads
 	scale := float32(1 / math.Sqrt(float64(dh)))
-	hk := hq / (cfg.Heads / cfg.KVHeads)
-	kOff, vOff := (cfg.Heads+hk)*dh, (cfg.Heads+cfg.KVHeads+hk)*dh
 	for t := range T {
-		row := qkv[(start+t)*width:]
-		for j := range dh {
-			q[t*dh+j] = row[hq*dh+j] * scale
-			kT[j*T+t] = row[kOff+j]
+		row := qkv[(start+t)*width : (start+t+1)*width]
+		for h := range H {
+			q := sh.q[(h*T+t)*dh : (h*T+t+1)*dh]
+			for j, x := range row[h*dh : (h+1)*dh] {
+				q[j] = x * scale
+			}
 		}
-		copy(v[t*dh:(t+1)*dh], row[vOff:vOff+dh])
+		for h := range KVH {
+			k, v := row[(H+h)*dh:(H+h+1)*dh], row[(H+KVH+h)*dh:(H+KVH+h+1)*dh]
+			if sh.wantK {
+				copy(sh.k[(h*T+t)*dh:], k)
+			}
+			if sh.wantV {
+				copy(sh.v[(h*T+t)*dh:], v)
+			}
+			if sh.wantKT {
+				kT := sh.kT[h*dh*T:]
+				for j, x := range k {
+					kT[j*T+t] = x
+				}
+			}
+			if sh.wantVT {
+				vT := sh.vT[h*dh*T:]
+				for j, x := range v {
+					vT[j*T+t] = x
+				}
+			}
+		}
 	}
+}
+
+// head returns query head h's [T][dh] block of a per-head buffer.
+func (sh *seqHeads) head(buf []float32, h int) []float32 {
+	return buf[h*sh.T*sh.dh : (h+1)*sh.T*sh.dh]
 }
 
 // selfAttention runs causal attention within each sequence of b and returns
@@ -234,31 +279,38 @@ func (dec *decoder) headMatrices(qkv []float32, width, start, T, hq int, q, kT, 
 func (dec *decoder) selfAttention(b *batch, qkv []float32, width int, ar *arena) ([]float32, [][]float32) {
 	cfg := dec.cfg
 	dh, H := cfg.HeadDim(), cfg.Heads
+	group := H / cfg.KVHeads
 	out := ar.get(len(b.tokens) * H * dh)
 	probs := make([][]float32, len(b.start)*H)
 	maxT := 0
 	for _, T := range b.len {
 		maxT = max(maxT, T)
 	}
-	kernel.Parallel(len(probs), 1, func(lo, hi int) {
-		buf := make([]float32, 4*maxT*dh) // q, kT, v and the output of one head
-		for job := lo; job < hi; job++ {
-			s, hq := job/H, job%H
+	kernel.Parallel(len(b.start), 1, func(lo, hi int) {
+		sh := dec.newSeqHeads(maxT)
+		sh.wantKT, sh.wantV = true, true
+		o := make([]float32, H*maxT*dh)
+		for s := lo; s < hi; s++ {
 			start, T := b.start[s], b.len[s]
-			q, kT, v, o := buf[:T*dh], buf[maxT*dh:maxT*dh+dh*T], buf[2*maxT*dh:2*maxT*dh+T*dh], buf[3*maxT*dh:3*maxT*dh+T*dh]
-			dec.headMatrices(qkv, width, start, T, hq, q, kT, v)
-			p := ar.get(T * T)
-			kernel.MatMulSerial(p, q, kT, nil, T, dh, T)
-			for t := range T {
-				row := p[t*T : (t+1)*T]
-				kernel.Softmax(row[:t+1])
-				clear(row[t+1:])
+			sh.gather(qkv, width, start, T)
+			for h := range H {
+				hk := h / group
+				p := ar.get(T * T)
+				kernel.MatMulSerial(p, sh.head(sh.q, h), sh.kT[hk*dh*T:(hk+1)*dh*T], nil, T, dh, T)
+				for t := range T {
+					row := p[t*T : (t+1)*T]
+					kernel.Softmax(row[:t+1])
+					clear(row[t+1:])
+				}
+				kernel.MatMulSerial(o[h*T*dh:(h+1)*T*dh], p, sh.v[hk*T*dh:(hk+1)*T*dh], nil, T, T, dh)
+				probs[s*H+h] = p
 			}
-			kernel.MatMulSerial(o, p, v, nil, T, T, dh)
 			for t := range T {
-				copy(out[(start+t)*H*dh+hq*dh:], o[t*dh:(t+1)*dh])
+				row := out[(start+t)*H*dh : (start+t+1)*H*dh]
+				for h := range H {
+					copy(row[h*dh:(h+1)*dh], o[(h*T+t)*dh:])
+				}
 			}
-			probs[job] = p
 		}
 	})
 	return out, probs
@@ -543,57 +595,52 @@ func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt, dqkv []float
 	for _, T := range b.len {
 		maxT = max(maxT, T)
 	}
-	kernel.Parallel(len(b.start)*KVH, 1, func(lo, hi int) {
-		buf := make([]float32, 7*maxT*dh+maxT*maxT)
-		part := func(i, n int) []float32 { return buf[i*maxT*dh : i*maxT*dh+n] }
-		for job := lo; job < hi; job++ {
-			s, hk := job/KVH, job%KVH
+	kernel.Parallel(len(b.start), 1, func(lo, hi int) {
+		sh := dec.newSeqHeads(maxT)
+		sh.wantK, sh.wantVT = true, true
+		dO, dq := make([]float32, H*maxT*dh), make([]float32, H*maxT*dh)
+		dk, dv := make([]float32, KVH*maxT*dh), make([]float32, KVH*maxT*dh) // summed over each group's query heads
+		dP := make([]float32, maxT*maxT)
+		for s := lo; s < hi; s++ {
 			start, T := b.start[s], b.len[s]
-			q, k, vT, dO, dq := part(0, T*dh), part(1, T*dh), part(2, dh*T), part(3, T*dh), part(4, T*dh)
-			dk, dv := part(5, T*dh), part(6, T*dh) // summed over the group's query heads
-			dP := buf[7*maxT*dh : 7*maxT*dh+T*T]
-			clear(dk)
-			clear(dv)
-			kOff, vOff := (H+hk)*dh, (H+KVH+hk)*dh
+			sh.gather(a.qkv, width, start, T)
 			for t := range T {
-				row := a.qkv[(start+t)*width:]
-				copy(k[t*dh:(t+1)*dh], row[kOff:kOff+dh])
-				for j := range dh {
-					vT[j*T+t] = row[vOff+j]
+				row := dAtt[(start+t)*H*dh : (start+t+1)*H*dh]
+				for h := range H {
+					copy(dO[(h*T+t)*dh:(h*T+t+1)*dh], row[h*dh:])
 				}
 			}
-			for hq := hk * group; hq < (hk+1)*group; hq++ {
-				for t := range T {
-					row := a.qkv[(start+t)*width:]
-					for j := range dh {
-						q[t*dh+j] = row[hq*dh+j] * scale
-					}
-					copy(dO[t*dh:(t+1)*dh], dAtt[(start+t)*H*dh+hq*dh:])
-				}
-				p := a.probs[s*H+hq]
-				kernel.MatMulSerial(dP, dO, vT, nil, T, dh, T)
+			clear(dk[:KVH*T*dh])
+			clear(dv[:KVH*T*dh])
+			dS := dP[:T*T]
+			for h := range H {
+				hk := h / group
+				p := a.probs[s*H+h]
+				dOh, dqh := dO[h*T*dh:(h+1)*T*dh], dq[h*T*dh:(h+1)*T*dh]
+				kernel.MatMulSerial(dS, dOh, sh.vT[hk*dh*T:(hk+1)*dh*T], nil, T, dh, T)
 				for t := range T { // dP becomes dS
-					pr, dr := p[t*T:t*T+t+1], dP[t*T:(t+1)*T]
+					pr, dr := p[t*T:t*T+t+1], dS[t*T:(t+1)*T]
 					sum := kernel.Dot(pr, dr)
 					for j := range pr {
 						dr[j] = pr[j] * (dr[j] - sum)
 					}
 					clear(dr[t+1:])
 				}
-				kernel.MatMulSerial(dq, dP, k, nil, T, T, dh) // at the scaled q; ·scale below
-				kernel.MatMulTAddSerial(dk, dP, q, T, T, dh)
-				kernel.MatMulTAddSerial(dv, p, dO, T, T, dh)
-				for t := range T {
-					row := dqkv[(start+t)*width:]
-					for j := range dh {
-						row[hq*dh+j] = dq[t*dh+j] * scale
-					}
-				}
+				kernel.MatMulSerial(dqh, dS, sh.k[hk*T*dh:(hk+1)*T*dh], nil, T, T, dh) // at the scaled q; ·scale below
+				kernel.MatMulTAddSerial(dk[hk*T*dh:(hk+1)*T*dh], dS, sh.head(sh.q, h), T, T, dh)
+				kernel.MatMulTAddSerial(dv[hk*T*dh:(hk+1)*T*dh], p, dOh, T, T, dh)
 			}
 			for t := range T {
-				row := dqkv[(start+t)*width:]
-				copy(row[kOff:kOff+dh], dk[t*dh:(t+1)*dh])
-				copy(row[vOff:vOff+dh], dv[t*dh:(t+1)*dh])
+				row := dqkv[(start+t)*width : (start+t+1)*width]
+				for h := range H {
+					for j, x := range dq[(h*T+t)*dh : (h*T+t+1)*dh] {
+						row[h*dh+j] = x * scale
+					}
+				}
+				for h := range KVH {
+					copy(row[(H+h)*dh:(H+h+1)*dh], dk[(h*T+t)*dh:])
+					copy(row[(H+KVH+h)*dh:(H+KVH+h+1)*dh], dv[(h*T+t)*dh:])
+				}
 			}
 		}
 	})

@@ -94,10 +94,11 @@
 //
 // # Speed
 //
-// On this project's 2-core CPU the native engine trains about as fast as
-// PyTorch with OpenBLAS and samples 1.5–2.5× faster (README, `bash
+// On this project's 2-core CPU the native engine trains 1.0–1.5× as fast as
+// PyTorch with OpenBLAS and samples 2–5× as fast (README, `bash
 // bench/compare.sh`); the graph engine on the Go backend reaches about a
-// quarter of PyTorch. Most of a native training step is matrix products at
+// quarter of PyTorch. Decoding splits a batch's rows between the cores for
+// a whole step and reads weights packed once per parameter update. Most of a native training step is matrix products at
 // 120–170 GFLOP/s: tall products copy each 256-deep block of weight panels
 // (and, for xᵀ·y, strips of x) into contiguous memory so power-of-two
 // strides do not collide in cache sets, and the micro-kernel keeps a 6×16

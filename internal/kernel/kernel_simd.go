@@ -220,8 +220,28 @@ func (p product) packed(lo, hi int) {
 func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
 	init *float32, istride uintptr, out *float32, ostride uintptr)
 
-// load8 loads up to 8 floats of s (zeros past its end).
-func load8(s []float32) archsimd.Float32x8 { return archsimd.LoadFloat32x8SlicePart(s) }
+// load8 loads up to 8 floats of s (zeros past its end). A short s goes
+// through a local array rather than archsimd's masked load, which the race
+// detector's pointer checks reject for slices shorter than a vector.
+func load8(s []float32) archsimd.Float32x8 {
+	if len(s) >= 8 {
+		return archsimd.LoadFloat32x8Slice(s)
+	}
+	var t [8]float32
+	copy(t[:], s)
+	return archsimd.LoadFloat32x8(&t)
+}
+
+// store8 stores the first min(8, len(s)) lanes of v into s (see load8).
+func store8(v archsimd.Float32x8, s []float32) {
+	if len(s) >= 8 {
+		v.StoreSlice(s)
+		return
+	}
+	var t [8]float32
+	v.Store(&t)
+	copy(s, t[:])
+}
 
 // row computes columns [c, c+width) (width ≤ 16) of output row i.
 func (p product) row(i, c, width int) {
@@ -252,8 +272,8 @@ func store2(s []float32, v0, v1 archsimd.Float32x8) {
 		return
 	}
 	h := min(8, len(s))
-	v0.StoreSlicePart(s[:h])
-	v1.StoreSlicePart(s[h:])
+	store8(v0, s[:h])
+	store8(v1, s[h:])
 }
 
 func axpyAVX2(y []float32, a float32, x []float32) {
@@ -264,7 +284,7 @@ func axpyAVX2(y []float32, a float32, x []float32) {
 		av.MulAdd(archsimd.LoadFloat32x8Slice(x[i:]), archsimd.LoadFloat32x8Slice(y[i:])).StoreSlice(y[i:])
 	}
 	if i < len(y) {
-		av.MulAdd(load8(x[i:]), load8(y[i:])).StoreSlicePart(y[i:])
+		store8(av.MulAdd(load8(x[i:]), load8(y[i:])), y[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -279,7 +299,7 @@ func addAVX2(y, x []float32) {
 		archsimd.LoadFloat32x8Slice(y[i+24:]).Add(archsimd.LoadFloat32x8Slice(x[i+24:])).StoreSlice(y[i+24:])
 	}
 	for ; i < len(y); i += 8 {
-		load8(y[i:]).Add(load8(x[i:])).StoreSlicePart(y[i:])
+		store8(load8(y[i:]).Add(load8(x[i:])), y[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -365,7 +385,7 @@ func expShiftAVX2(x []float32, shift float32) float32 {
 	total := ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
 	if i < len(x) {
 		e := exp8(load8(x[i:]).Sub(s))
-		e.StoreSlicePart(x[i:])
+		store8(e, x[i:])
 		e.Store(&lanes)
 		for j := range len(x) - i {
 			total += lanes[j]
@@ -407,9 +427,9 @@ func geluAVX2(out, cdf, x []float32) {
 	if i < len(out) {
 		v := load8(x[i:])
 		c := erf8(v.Mul(invSqrt2)).Add(one).Mul(half)
-		v.Mul(c).StoreSlicePart(out[i:])
+		store8(v.Mul(c), out[i:])
 		if cdf != nil {
-			c.StoreSlicePart(cdf[i:])
+			store8(c, cdf[i:])
 		}
 	}
 	archsimd.ClearAVXUpperBits()
@@ -427,7 +447,7 @@ func siluMulAVX2(out, gate, up []float32) {
 		silu(archsimd.LoadFloat32x8Slice(gate[i:]), archsimd.LoadFloat32x8Slice(up[i:])).StoreSlice(out[i:])
 	}
 	if i < len(out) {
-		silu(load8(gate[i:]), load8(up[i:])).StoreSlicePart(out[i:])
+		store8(silu(load8(gate[i:]), load8(up[i:])), out[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -455,7 +475,7 @@ func scoresAVX2(s, q, keys []float32, stride int) {
 		for d, qd := range q {
 			a = archsimd.BroadcastFloat32x8(qd).MulAdd(load8(keys[d*stride+j:d*stride+j+w]), a)
 		}
-		a.StoreSlicePart(s[j : j+w])
+		store8(a, s[j:j+w])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -520,7 +540,7 @@ func geluBackwardAVX2(dx, dy, x, cdf []float32) {
 		slope(archsimd.LoadFloat32x8Slice(x[i:]), archsimd.LoadFloat32x8Slice(cdf[i:])).Mul(archsimd.LoadFloat32x8Slice(dy[i:])).StoreSlice(dx[i:])
 	}
 	if i < len(dx) {
-		slope(load8(x[i:]), load8(cdf[i:])).Mul(load8(dy[i:])).StoreSlicePart(dx[i:])
+		store8(slope(load8(x[i:]), load8(cdf[i:])).Mul(load8(dy[i:])), dx[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -543,8 +563,8 @@ func siluMulBackwardAVX2(dGate, dUp, dOut, gate, up []float32) {
 	}
 	if i < n {
 		dg, du := grads(load8(dOut[i:]), load8(gate[i:]), load8(up[i:]))
-		dg.StoreSlicePart(dGate[i:])
-		du.StoreSlicePart(dUp[i:])
+		store8(dg, dGate[i:])
+		store8(du, dUp[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -589,7 +609,7 @@ func normSquaresAVX2(xhat, x []float32, mean float32) float32 {
 	}
 	if i < len(x) {
 		c := load8(x[i:]).Sub(m)
-		c.StoreSlicePart(xhat[i:])
+		store8(c, xhat[i:])
 		var l [8]float32
 		c.Store(&l)
 		for j := len(x) - i; j < 8; j++ {
@@ -608,12 +628,12 @@ func normScaleAVX2(out, xhat, w, b []float32, rstd float32) {
 	n := len(xhat)
 	for i := 0; i < n; i += 8 {
 		xh := load8(xhat[i:n]).Mul(r)
-		xh.StoreSlicePart(xhat[i:n])
+		store8(xh, xhat[i:n])
 		y := xh.Mul(load8(w[i:n]))
 		if b != nil {
 			y = y.Add(load8(b[i:n]))
 		}
-		y.StoreSlicePart(out[i:n])
+		store8(y, out[i:n])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -623,7 +643,7 @@ func normBackwardAVX2(dx, g, xhat []float32, mean, dot, rstd float32) {
 	n := len(dx)
 	for i := 0; i < n; i += 8 {
 		gi := load8(g[i:n]).Sub(m).Sub(load8(xhat[i:n]).Mul(dt))
-		gi.MulAdd(r, load8(dx[i:n])).StoreSlicePart(dx[i:n])
+		store8(gi.MulAdd(r, load8(dx[i:n])), dx[i:n])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -632,7 +652,7 @@ func mulAddAVX2(y, a, b []float32) {
 	n := len(y)
 	a, b = a[:n], b[:n]
 	for i := 0; i < n; i += 8 {
-		load8(a[i:]).MulAdd(load8(b[i:]), load8(y[i:])).StoreSlicePart(y[i:])
+		store8(load8(a[i:]).MulAdd(load8(b[i:]), load8(y[i:])), y[i:])
 	}
 	archsimd.ClearAVXUpperBits()
 }
@@ -655,9 +675,9 @@ func adamWAVX2(p, g, m, v []float32, s AdamWStep) {
 		update := mj.Div(bc1).Div(vj.Div(bc2).Sqrt().Add(eps))
 		pj := load8(p[i:n])
 		pj = pj.Sub(pj.Mul(decay)).Sub(update.Mul(lr))
-		mj.StoreSlicePart(m[i:n])
-		vj.StoreSlicePart(v[i:n])
-		pj.StoreSlicePart(p[i:n])
+		store8(mj, m[i:n])
+		store8(vj, v[i:n])
+		store8(pj, p[i:n])
 	}
 	archsimd.ClearAVXUpperBits()
 }

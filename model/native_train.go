@@ -44,6 +44,15 @@ func newBatch(seqs []Sequence) *batch {
 	return b
 }
 
+// maxLen is the longest sequence's input length.
+func (b *batch) maxLen() int {
+	n := 0
+	for _, l := range b.len {
+		n = max(n, l)
+	}
+	return n
+}
+
 // passes splits seqs into runs of whole sequences of at most
 // passTokenBudget input tokens (a longer sequence gets a pass of its own).
 func passes(seqs []Sequence) [][2]int {
@@ -282,10 +291,7 @@ func (dec *decoder) selfAttention(b *batch, qkv []float32, width int, ar *arena)
 	group := H / cfg.KVHeads
 	out := ar.get(len(b.tokens) * H * dh)
 	probs := make([][]float32, len(b.start)*H)
-	maxT := 0
-	for _, T := range b.len {
-		maxT = max(maxT, T)
-	}
+	maxT := b.maxLen()
 	kernel.Parallel(len(b.start), 1, func(lo, hi int) {
 		sh := dec.newSeqHeads(maxT)
 		sh.wantKT, sh.wantV = true, true
@@ -591,10 +597,7 @@ func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt, dqkv []float
 	dh, H, KVH := cfg.HeadDim(), cfg.Heads, cfg.KVHeads
 	group := H / KVH
 	scale := float32(1 / math.Sqrt(float64(dh)))
-	maxT := 0
-	for _, T := range b.len {
-		maxT = max(maxT, T)
-	}
+	maxT := b.maxLen()
 	kernel.Parallel(len(b.start), 1, func(lo, hi int) {
 		sh := dec.newSeqHeads(maxT)
 		sh.wantK, sh.wantVT = true, true

@@ -53,10 +53,11 @@ const (
 // MaxNewTokens tokens, or when it fills the model's MaxSeq positions.
 //
 // Both engines give each row its own positions (0 at its first prompt
-// token), so a row's result does not depend on its batch neighbours beyond
-// float rounding. On the graph engine, prompts of different lengths are
-// left-padded to a common length bucket with the padding masked out of
-// attention, and the batch is padded to a power of two rows. Given the same
+// token), so a row's logits do not depend on its batch neighbours: on the
+// native engine not in a single bit, on the graph engine up to float
+// rounding (prompts of different lengths are left-padded to a common length
+// bucket with the padding masked out of attention, and the batch is padded
+// to a power of two rows). Given the same
 // model, prompts, options, engine and rng state, the result is the same.
 func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions, rng *rand.Rand) ([]Sample, error) {
 	if err := m.checkGenerate(prompts, opt); err != nil {

@@ -1020,3 +1020,62 @@ func TestEnginesTrainAlike(t *testing.T) {
 		}
 	}
 }
+
+// On the native engine a sequence's scores do not depend on its batch: the
+// same bits alone as among many sequences split over several passes.
+func TestNativeScoresIndependentOfBatch(t *testing.T) {
+	ctx := context.Background()
+	m := newTiny(t, "llama-gqa", 29)
+	m.SetEngine(EngineNative)
+	rng := rand.New(rand.NewPCG(29, 1))
+	var seqs []Sequence
+	total := 0
+	for total <= 2*passTokenBudget {
+		s := Sequence{Prompt: randomTokens(rng, 1+rng.IntN(10), 16), Response: randomTokens(rng, 1+rng.IntN(25), 16)}
+		seqs = append(seqs, s)
+		total += len(s.Prompt) + len(s.Response) - 1
+	}
+	if len(passes(seqs)) < 3 {
+		t.Fatalf("%d tokens in %d passes; the test wants at least 3", total, len(passes(seqs)))
+	}
+	all, err := m.Score(ctx, seqs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, len(seqs) / 2, len(seqs) - 1} {
+		one, err := m.Score(ctx, seqs[i:i+1], true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(one.LogProbs[0], all.LogProbs[i]) || !slices.Equal(one.Entropy[0], all.Entropy[i]) {
+			t.Errorf("sequence %d: alone %v / %v, in the batch %v / %v", i, one.LogProbs[0], one.Entropy[0], all.LogProbs[i], all.Entropy[i])
+		}
+	}
+}
+
+// Greedy decoding on the native engine gives a prompt the same tokens and
+// log-probs, bit for bit, alone or in a batch split between cores.
+func TestNativeGreedyIndependentOfBatch(t *testing.T) {
+	ctx := context.Background()
+	m := newTiny(t, "gpt-gelu", 31)
+	m.SetEngine(EngineNative)
+	rng := rand.New(rand.NewPCG(31, 1))
+	var prompts [][]int
+	for range 37 {
+		prompts = append(prompts, randomTokens(rng, 1+rng.IntN(9), 16))
+	}
+	opt := SampleOptions{MaxNewTokens: 12, Greedy: true, Stop: []int{3}}
+	all, err := m.Generate(ctx, prompts, opt, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 17, 36} {
+		one, err := m.Generate(ctx, prompts[i:i+1], opt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(one[0].Tokens, all[i].Tokens) || !slices.Equal(one[0].LogProbs, all[i].LogProbs) {
+			t.Errorf("prompt %d: alone %v %v, in the batch %v %v", i, one[0].Tokens, one[0].LogProbs, all[i].Tokens, all[i].LogProbs)
+		}
+	}
+}

@@ -194,6 +194,6 @@ func (t *Trainer) LoadState(dir string) error {
 	if err != nil {
 		return err
 	}
-	t.mom, t.vel, t.step, t.acc = mom, vel, step, nil
+	t.mom, t.vel, t.step, t.acc, t.hostAcc = mom, vel, step, nil, nil
 	return nil
 }

@@ -652,7 +652,7 @@ func TestAccumulateMicroBatches(t *testing.T) {
 			}
 		}
 		for i := range one.specs {
-			a, b := float64s(t1.acc[i]), float64s(t2.acc[i])
+			a, b := t1.accumulated()[i], t2.accumulated()[i]
 			for j := range a {
 				if math.Abs(a[j]-b[j]) > 1e-6+1e-4*math.Abs(a[j]) {
 					t.Fatalf("%s: gradient of %s[%d] = %v in one batch, %v in two", name, one.specs[i].name, j, a[j], b[j])
@@ -956,9 +956,7 @@ func TestNativeGradientsMatchGraph(t *testing.T) {
 				t.Fatal(err)
 			}
 			lps[i] = append(lps[i], lp...)
-			for _, a := range tr.acc {
-				acc[i] = append(acc[i], float64s(a))
-			}
+			acc[i] = tr.accumulated()
 		}
 		for r := range lps[0] {
 			for j := range lps[0][r] {
@@ -1078,4 +1076,20 @@ func TestNativeGreedyIndependentOfBatch(t *testing.T) {
 			t.Errorf("prompt %d: alone %v %v, in the batch %v %v", i, one[0].Tokens, one[0].LogProbs, all[i].Tokens, all[i].LogProbs)
 		}
 	}
+}
+
+// accumulated is the trainer's accumulated gradient, on either engine.
+func (t *Trainer) accumulated() [][]float64 {
+	var out [][]float64
+	for _, a := range t.acc {
+		out = append(out, float64s(a))
+	}
+	for _, g := range t.hostAcc {
+		v := make([]float64, len(g))
+		for j, x := range g {
+			v[j] = float64(x)
+		}
+		out = append(out, v)
+	}
+	return out
 }

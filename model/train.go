@@ -2,11 +2,13 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -46,12 +48,15 @@ func (o OptimizerConfig) normalized() OptimizerConfig {
 // which is PyTorch's AdamW with clip_grad_norm_. A Trainer is not safe for
 // concurrent use.
 type Trainer struct {
-	m    *Model
-	opt  OptimizerConfig
-	acc  []*tensors.Tensor // accumulated gradient; nil when empty
-	mom  []*tensors.Tensor // first moments
-	vel  []*tensors.Tensor // second moments
-	step int64
+	m   *Model
+	opt OptimizerConfig
+	acc []*tensors.Tensor // accumulated gradient (graph engine); nil when empty
+	// hostAcc is the accumulated gradient of the native engine, on the host;
+	// nil when empty.
+	hostAcc [][]float32
+	mom     []*tensors.Tensor // first moments
+	vel     []*tensors.Tensor // second moments
+	step    int64
 }
 
 // NewTrainer returns a trainer for m with zero moments.
@@ -149,16 +154,49 @@ func (t *Trainer) accumulateNative(seqs []Sequence, weights [][]float32) ([][]fl
 	if err != nil {
 		return nil, err
 	}
-	acc := make([]*tensors.Tensor, len(g))
-	for i, s := range t.m.specs {
-		if t.acc != nil {
-			prev := tensors.MustCopyFlatData[float32](t.acc[i])
-			addTo(g[i], prev)
-		}
-		acc[i] = tensors.FromFlatDataAndDimensions(g[i], s.shape...)
+	if t.acc != nil { // left by the graph engine
+		t.hostAcc = t.hostGrads()
 	}
-	t.acc = acc
+	if t.hostAcc == nil {
+		t.hostAcc = g
+	} else {
+		for i := range g {
+			addTo(t.hostAcc[i], g[i])
+		}
+	}
 	return to32(lp), nil
+}
+
+// hostGrads returns the accumulated gradient on the host and clears the
+// accumulator.
+func (t *Trainer) hostGrads() [][]float32 {
+	if t.hostAcc != nil {
+		g := t.hostAcc
+		t.hostAcc = nil
+		return g
+	}
+	g := make([][]float32, len(t.acc))
+	for i, a := range t.acc {
+		g[i] = float32s(a)
+	}
+	t.acc = nil
+	return g
+}
+
+// accTensors returns the accumulated gradient as tensors (for the graphs)
+// and clears the accumulator.
+func (t *Trainer) accTensors() []*tensors.Tensor {
+	if t.acc != nil {
+		acc := t.acc
+		t.acc = nil
+		return acc
+	}
+	acc := make([]*tensors.Tensor, len(t.hostAcc))
+	for i, g := range t.hostAcc {
+		acc[i] = tensors.FromFlatDataAndDimensions(g, t.m.specs[i].shape...)
+	}
+	t.hostAcc = nil
+	return acc
 }
 
 // surrogateGrads returns the gradients of Σ weights·lp with respect to every
@@ -199,7 +237,7 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if t.acc == nil {
+	if t.acc == nil && t.hostAcc == nil {
 		return 0, fmt.Errorf("model: Apply: no gradient accumulated since the last step")
 	}
 	if learningRate <= 0 {
@@ -208,8 +246,7 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 	if t.m.native() {
 		return t.applyNative(learningRate)
 	}
-	acc := t.acc
-	t.acc = nil
+	acc := t.accTensors()
 	out, err := call(t.m.normExec(), acc)
 	if err != nil {
 		return 0, err
@@ -255,14 +292,11 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 // applyNative is Apply on the host, for models on the native engine: the
 // same AdamW step, elementwise in float32 (the norm in float64).
 func (t *Trainer) applyNative(learningRate float64) (float64, error) {
-	acc := t.acc
-	t.acc = nil
-	grads := make([][]float32, len(acc))
+	grads := t.hostGrads()
 	sq := 0.0
-	for i, a := range acc {
-		grads[i] = tensors.MustCopyFlatData[float32](a)
-		for _, g := range grads[i] {
-			sq += float64(g) * float64(g)
+	for _, g := range grads {
+		for _, x := range g {
+			sq += float64(x) * float64(x)
 		}
 	}
 	norm := math.Sqrt(sq)
@@ -282,26 +316,28 @@ func (t *Trainer) applyNative(learningRate float64) (float64, error) {
 	params := t.m.snapshot()
 	next := make([]*tensors.Tensor, len(params))
 	for i, spec := range t.m.specs {
-		p := tensors.MustCopyFlatData[float32](params[i])
 		s := st
 		if spec.decay {
 			s.Decay = float32(o.WeightDecay)
 		}
 		g := grads[i]
-		err := tensors.MutableFlatData(t.mom[i], func(m []float32) {
-			err := tensors.MutableFlatData(t.vel[i], func(v []float32) {
-				kernel.Parallel(len(p), 1<<14, func(lo, hi int) {
-					kernel.AdamW(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], s)
+		// The new parameters are written into a fresh tensor: the old ones
+		// may still be in use (snapshot), and are never changed in place.
+		next[i] = tensors.FromShape(shapes.Make(dtypes.Float32, spec.shape...))
+		var errs [4]error
+		errs[0] = tensors.MutableFlatData(next[i], func(p []float32) {
+			errs[1] = tensors.ConstFlatData(params[i], func(old []float32) { copy(p, old) })
+			errs[2] = tensors.MutableFlatData(t.mom[i], func(m []float32) {
+				errs[3] = tensors.MutableFlatData(t.vel[i], func(v []float32) {
+					kernel.Parallel(len(p), 1<<14, func(lo, hi int) {
+						kernel.AdamW(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], s)
+					})
 				})
 			})
-			if err != nil {
-				panic(err)
-			}
 		})
-		if err != nil {
-			return 0, fmt.Errorf("model: Apply: %w", err)
+		if err := errors.Join(errs[:]...); err != nil {
+			return 0, fmt.Errorf("model: Apply: %s: %w", spec.name, err)
 		}
-		next[i] = tensors.FromFlatDataAndDimensions(p, spec.shape...)
 	}
 	t.m.install(next)
 	t.step = step

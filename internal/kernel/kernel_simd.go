@@ -220,28 +220,6 @@ func (p product) packed(lo, hi int) {
 func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
 	init *float32, istride uintptr, out *float32, ostride uintptr)
 
-// load8 loads up to 8 floats of s (zeros past its end). A short s goes
-// through a local array rather than archsimd's masked load, which the race
-// detector's pointer checks reject for slices shorter than a vector.
-func load8(s []float32) archsimd.Float32x8 {
-	if len(s) >= 8 {
-		return archsimd.LoadFloat32x8Slice(s)
-	}
-	var t [8]float32
-	copy(t[:], s)
-	return archsimd.LoadFloat32x8(&t)
-}
-
-// store8 stores the first min(8, len(s)) lanes of v into s (see load8).
-func store8(v archsimd.Float32x8, s []float32) {
-	if len(s) >= 8 {
-		v.StoreSlice(s)
-		return
-	}
-	var t [8]float32
-	v.Store(&t)
-	copy(s, t[:])
-}
 
 // row computes columns [c, c+width) (width ≤ 16) of output row i.
 func (p product) row(i, c, width int) {

@@ -220,7 +220,6 @@ func (p product) packed(lo, hi int) {
 func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
 	init *float32, istride uintptr, out *float32, ostride uintptr)
 
-
 // row computes columns [c, c+width) (width ≤ 16) of output row i.
 func (p product) row(i, c, width int) {
 	h := min(8, width)

@@ -39,8 +39,9 @@ type Model struct {
 
 	engine Engine // set by SetEngine
 
-	decMu sync.Mutex
-	dec   *decoder // the native decoder of the latest parameters, built on demand
+	decMu  sync.Mutex
+	dec    *decoder  // the native decoder of the latest parameters, built on demand
+	arenas arenaPool // buffers of native passes, kept between them
 }
 
 // SetEngine chooses how Generate, Score and Trainer.Accumulate run the

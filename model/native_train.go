@@ -81,17 +81,33 @@ type arena struct {
 	used [][]float32
 }
 
+// get returns a buffer of n floats. Buffers come in size classes (powers of
+// two and the midpoints between them), so that passes over batches of
+// slightly different sizes reuse each other's memory.
 func (ar *arena) get(n int) []float32 {
+	c := sizeClass(n)
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
 	var b []float32
-	if list := ar.free[n]; len(list) > 0 {
-		b, ar.free[n] = list[len(list)-1], list[:len(list)-1]
+	if list := ar.free[c]; len(list) > 0 {
+		b, ar.free[c] = list[len(list)-1], list[:len(list)-1]
 	} else {
-		b = make([]float32, n)
+		b = make([]float32, c)
 	}
 	ar.used = append(ar.used, b)
-	return b
+	return b[:n]
+}
+
+// sizeClass rounds n up to 2^k or 1.5·2^k.
+func sizeClass(n int) int {
+	c := 16
+	for c < n {
+		if c+c/2 >= n {
+			return c + c/2
+		}
+		c *= 2
+	}
+	return c
 }
 
 // release returns every buffer handed out since the last release.
@@ -102,13 +118,36 @@ func (ar *arena) release() {
 		ar.free = map[int][][]float32{}
 	}
 	for _, b := range ar.used {
-		ar.free[len(b)] = append(ar.free[len(b)], b)
+		ar.free[cap(b)] = append(ar.free[cap(b)], b[:cap(b)])
 	}
 	ar.used = ar.used[:0]
 }
 
-// arenas holds idle arenas for the native passes of all models.
-var arenas = sync.Pool{New: func() any { return &arena{} }}
+// arenaPool keeps idle arenas between passes. Unlike a sync.Pool it is not
+// emptied by garbage collections, which in a training loop come every few
+// passes: the buffers would go back to the system and fault in afresh.
+type arenaPool struct {
+	mu   sync.Mutex
+	idle []*arena
+}
+
+func (p *arenaPool) get() *arena {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		ar := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		return ar
+	}
+	return &arena{}
+}
+
+func (p *arenaPool) put(ar *arena) {
+	ar.release()
+	p.mu.Lock()
+	p.idle = append(p.idle, ar)
+	p.mu.Unlock()
+}
 
 // normed is one normalization's saved state: x̂ (the normalized input before
 // the gain) and 1/σ per row.
@@ -329,24 +368,17 @@ func (tr *trace) logProbs(vocab int, withEntropy bool) (lp, ent []float64) {
 	if withEntropy {
 		ent = make([]float64, len(lp))
 	}
-	for j := range lp {
-		row := tr.logits[j*vocab : (j+1)*vocab]
-		top := row[0]
-		for _, v := range row {
-			top = max(top, v)
+	kernel.Parallel(len(lp), 64, func(lo, hi int) {
+		e := make([]float32, vocab)
+		for j := lo; j < hi; j++ {
+			row := tr.logits[j*vocab : (j+1)*vocab]
+			lse, sum := kernel.LogSumExp(e, row)
+			lp[j] = float64(row[tr.b.targets[j]]) - lse
+			if withEntropy {
+				ent[j] = lse - float64(kernel.Dot(e, row))/sum
+			}
 		}
-		sum, dot := 0.0, 0.0
-		for _, v := range row {
-			e := math.Exp(float64(v - top))
-			sum += e
-			dot += e * float64(v)
-		}
-		lse := float64(top) + math.Log(sum)
-		lp[j] = float64(row[tr.b.targets[j]]) - lse
-		if withEntropy {
-			ent[j] = lse - dot/sum
-		}
-	}
+	})
 	return lp, ent
 }
 
@@ -360,8 +392,8 @@ func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]floa
 	if withEntropy {
 		ent = make([][]float64, len(seqs))
 	}
-	ar := arenas.Get().(*arena)
-	defer arenas.Put(ar)
+	ar := m.arenas.get()
+	defer m.arenas.put(ar)
 	for _, p := range passes(seqs) {
 		part := seqs[p[0]:p[1]]
 		l, e := dec.run(newBatch(part), ar).logProbs(m.cfg.Vocab, withEntropy)
@@ -386,8 +418,8 @@ func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32) ([][]float
 	}
 	g := dec.newGrads()
 	lp := make([][]float64, len(seqs))
-	ar := arenas.Get().(*arena)
-	defer arenas.Put(ar)
+	ar := m.arenas.get()
+	defer m.arenas.put(ar)
 	for _, p := range passes(seqs) {
 		part := seqs[p[0]:p[1]]
 		tr := dec.run(newBatch(part), ar)

@@ -7,10 +7,7 @@ func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	top := x[0]
-	for _, v := range x {
-		top = max(top, v)
-	}
+	top := Max(x)
 	var total float32
 	if simdExpShift != nil {
 		total = simdExpShift(x, top)
@@ -20,10 +17,48 @@ func Softmax(x []float32) {
 			total += x[i]
 		}
 	}
-	inv := 1 / total
-	for i := range x {
-		x[i] *= inv
+	Scale(x, 1/total)
+}
+
+// Scale multiplies x by a.
+func Scale(x []float32, a float32) {
+	if simdScale != nil {
+		simdScale(x, a)
+		return
 	}
+	for i := range x {
+		x[i] *= a
+	}
+}
+
+// LogSumExp returns log Σ exp(x) and Σ exp(x − max x), computed stably,
+// and leaves exp(x[i] − max x) in e (len(x) elements).
+func LogSumExp(e, x []float32) (lse, sum float64) {
+	e = e[:len(x)]
+	copy(e, x)
+	top := Max(x)
+	var s float32
+	if simdExpShift != nil {
+		s = simdExpShift(e, top)
+	} else {
+		for i, v := range e {
+			e[i] = float32(math.Exp(float64(v - top)))
+			s += e[i]
+		}
+	}
+	return float64(top) + math.Log(float64(s)), float64(s)
+}
+
+// Max is the largest element of a non-empty x.
+func Max(x []float32) float32 {
+	if simdMax != nil {
+		return simdMax(x)
+	}
+	top := x[0]
+	for _, v := range x {
+		top = max(top, v)
+	}
+	return top
 }
 
 // GELU sets out[i] = x[i]·Φ(x[i]), exact GELU: Φ(x) = 0.5·(1 + erf(x/√2)),
@@ -89,6 +124,8 @@ func SiLUMulBackward(dGate, dUp, dOut, gate, up []float32) {
 }
 
 var (
+	simdMax             func(x []float32) float32
+	simdScale           func(x []float32, a float32)
 	simdGELUBackward    func(dx, dy, x, cdf []float32)
 	simdSiLUMulBackward func(dGate, dUp, dOut, gate, up []float32)
 	simdExpShift        func(x []float32, shift float32) float32 // x ← exp(x − shift); returns Σ

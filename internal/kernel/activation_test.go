@@ -135,3 +135,45 @@ func TestSiLUMulBackward(t *testing.T) {
 		}
 	}
 }
+
+func TestLogSumExp(t *testing.T) {
+	for _, x := range activationInputs() {
+		e := make([]float32, len(x))
+		lse, sum := LogSumExp(e, x)
+		top := math.Inf(-1)
+		for _, v := range x {
+			top = max(top, float64(v))
+		}
+		want := 0.0
+		for _, v := range x {
+			want += math.Exp(float64(v) - top)
+		}
+		if math.Abs(sum-want) > 1e-5*want || math.Abs(lse-(top+math.Log(want))) > 1e-5 {
+			t.Errorf("LogSumExp of %d: (%v, %v), want (%v, %v)", len(x), lse, sum, top+math.Log(want), want)
+		}
+		for i, v := range x {
+			if w := math.Exp(float64(v) - top); math.Abs(float64(e[i])-w) > 3e-6*w+1e-30 {
+				t.Errorf("LogSumExp of %d: e[%d] = %v, want %v", len(x), i, e[i], w)
+			}
+		}
+	}
+}
+
+func TestMaxScale(t *testing.T) {
+	for _, x := range activationInputs() {
+		top := float32(math.Inf(-1))
+		for _, v := range x {
+			top = max(top, v)
+		}
+		if got := Max(x); got != top {
+			t.Errorf("Max of %d = %v, want %v", len(x), got, top)
+		}
+		y := append([]float32(nil), x...)
+		Scale(y, 0.25)
+		for i := range y {
+			if y[i] != x[i]*0.25 {
+				t.Fatalf("Scale of %d: [%d] = %v, want %v", len(x), i, y[i], x[i]*0.25)
+			}
+		}
+	}
+}

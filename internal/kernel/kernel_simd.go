@@ -665,3 +665,40 @@ func boolInt(b bool) int {
 	}
 	return 0
 }
+
+func init() {
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		simdMax, simdScale = maxAVX2, scaleAVX2
+	}
+}
+
+func maxAVX2(x []float32) float32 {
+	if len(x) < 8 {
+		top := x[0]
+		for _, v := range x {
+			top = max(top, v)
+		}
+		return top
+	}
+	m := archsimd.LoadFloat32x8Slice(x)
+	i := 8
+	for ; i+8 <= len(x); i += 8 {
+		m = m.Max(archsimd.LoadFloat32x8Slice(x[i:]))
+	}
+	if i < len(x) { // the last 8, overlapping: max does not mind
+		m = m.Max(archsimd.LoadFloat32x8Slice(x[len(x)-8:]))
+	}
+	var l [8]float32
+	m.Store(&l)
+	archsimd.ClearAVXUpperBits()
+	return max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
+}
+
+func scaleAVX2(x []float32, a float32) {
+	av := archsimd.BroadcastFloat32x8(a)
+	n := len(x)
+	for i := 0; i < n; i += 8 {
+		store8(load8(x[i:n]).Mul(av), x[i:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}

@@ -82,6 +82,9 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 	if err != nil {
 		return nil, err
 	}
+	if run.done != nil {
+		defer run.done()
+	}
 	logits, err := run.start()
 	if err != nil {
 		return nil, err
@@ -124,6 +127,7 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 type decodeRun struct {
 	start func() ([]float64, error)
 	step  func(rows, tokens []int) ([]float64, error)
+	done  func() // releases what the run holds; may be nil
 }
 
 // EngineName is the engine the model runs on now: "native" or "graph".
@@ -156,7 +160,8 @@ func (m *Model) nativeRun(prompts [][]int, steps int) (decodeRun, error) {
 	for _, p := range prompts {
 		longest = max(longest, len(p))
 	}
-	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps))
+	ar := m.arenas.get()
+	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps), ar)
 	V := m.cfg.Vocab
 	logits := make([]float64, len(prompts)*V)
 	scatter := func(rows []int, out []float32) []float64 {
@@ -180,6 +185,7 @@ func (m *Model) nativeRun(prompts [][]int, steps int) (decodeRun, error) {
 			}
 			return scatter(rows, dec.forward(cache, rows, one[:len(rows)])), nil
 		},
+		done: func() { m.arenas.put(ar) },
 	}, nil
 }
 

@@ -263,7 +263,7 @@ func TestMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cache := dec.newCache(2, len(x))
+		cache := dec.newCache(2, len(x), nil)
 		logits := dec.forward(cache, []int{1, 0}, [][]int{{7, 7, 7}, x[:2]})
 		for j := 2; j < len(x); j++ {
 			row := logits[cfg.Vocab:]

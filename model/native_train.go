@@ -342,11 +342,7 @@ func (dec *decoder) selfAttention(b *batch, qkv []float32, width int, ar *arena)
 				hk := h / group
 				p := ar.get(T * T)
 				kernel.MatMulSerial(p, sh.head(sh.q, h), sh.kT[hk*dh*T:(hk+1)*dh*T], nil, T, dh, T)
-				for t := range T {
-					row := p[t*T : (t+1)*T]
-					kernel.Softmax(row[:t+1])
-					clear(row[t+1:])
-				}
+				kernel.CausalSoftmax(p, T)
 				kernel.MatMulSerial(o[h*T*dh:(h+1)*T*dh], p, sh.v[hk*T*dh:(hk+1)*T*dh], nil, T, T, dh)
 				probs[s*H+h] = p
 			}

@@ -20,6 +20,21 @@ func Softmax(x []float32) {
 	Scale(x, 1/total)
 }
 
+// CausalSoftmax applies Softmax to row t of the row-major [T,T] matrix p
+// over its first t+1 entries and zeroes the rest: the attention
+// probabilities of a causal sequence from its scores.
+func CausalSoftmax(p []float32, T int) {
+	if simdCausalSoftmax != nil {
+		simdCausalSoftmax(p[:T*T], T)
+		return
+	}
+	for t := range T {
+		row := p[t*T : (t+1)*T]
+		Softmax(row[:t+1])
+		clear(row[t+1:])
+	}
+}
+
 // Scale multiplies x by a.
 func Scale(x []float32, a float32) {
 	if simdScale != nil {
@@ -124,6 +139,7 @@ func SiLUMulBackward(dGate, dUp, dOut, gate, up []float32) {
 }
 
 var (
+	simdCausalSoftmax   func(p []float32, T int)
 	simdMax             func(x []float32) float32
 	simdScale           func(x []float32, a float32)
 	simdGELUBackward    func(dx, dy, x, cdf []float32)

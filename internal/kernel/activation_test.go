@@ -177,3 +177,26 @@ func TestMaxScale(t *testing.T) {
 		}
 	}
 }
+
+// The one-call causal softmax equals Softmax row by row, bit for bit.
+func TestCausalSoftmax(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, T := range []int{1, 5, 8, 9, 17, 63} {
+		p := make([]float32, T*T)
+		for i := range p {
+			p[i] = float32(3 * rng.NormFloat64())
+		}
+		want := append([]float32(nil), p...)
+		for r := range T {
+			row := want[r*T : (r+1)*T]
+			Softmax(row[:r+1])
+			clear(row[r+1:])
+		}
+		CausalSoftmax(p, T)
+		for i := range p {
+			if p[i] != want[i] {
+				t.Fatalf("T=%d: p[%d] = %v, row by row %v", T, i, p[i], want[i])
+			}
+		}
+	}
+}

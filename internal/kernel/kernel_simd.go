@@ -668,7 +668,7 @@ func boolInt(b bool) int {
 
 func init() {
 	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdMax, simdScale = maxAVX2, scaleAVX2
+		simdMax, simdScale, simdCausalSoftmax = maxAVX2, scaleAVX2, causalSoftmaxAVX2
 	}
 }
 
@@ -699,6 +699,56 @@ func scaleAVX2(x []float32, a float32) {
 	n := len(x)
 	for i := 0; i < n; i += 8 {
 		store8(load8(x[i:n]).Mul(av), x[i:n])
+	}
+	archsimd.ClearAVXUpperBits()
+}
+
+// causalSoftmaxAVX2 is CausalSoftmax in one call: per row the maximum, the
+// exponentials and their sum, and the scaling, all on vectors.
+func causalSoftmaxAVX2(p []float32, T int) {
+	for t := range T {
+		row := p[t*T : (t+1)*T]
+		x := row[:t+1]
+		n := len(x)
+		var top float32
+		if n < 8 {
+			top = x[0]
+			for _, v := range x[1:] {
+				top = max(top, v)
+			}
+		} else {
+			m := archsimd.LoadFloat32x8Slice(x)
+			for i := 8; i < n; i += 8 {
+				m = m.Max(archsimd.LoadFloat32x8Slice(x[min(i, n-8):]))
+			}
+			var l [8]float32
+			m.Store(&l)
+			top = max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
+		}
+		shift := archsimd.BroadcastFloat32x8(top)
+		var sum archsimd.Float32x8
+		i := 0
+		for ; i+8 <= n; i += 8 {
+			e := exp8(archsimd.LoadFloat32x8Slice(x[i:]).Sub(shift))
+			e.StoreSlice(x[i:])
+			sum = sum.Add(e)
+		}
+		var l [8]float32
+		sum.Store(&l)
+		total := ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+		if i < n {
+			e := exp8(load8(x[i:]).Sub(shift))
+			store8(e, x[i:])
+			e.Store(&l)
+			for j := range n - i {
+				total += l[j]
+			}
+		}
+		inv := archsimd.BroadcastFloat32x8(1 / total)
+		for j := 0; j < n; j += 8 {
+			store8(load8(x[j:n]).Mul(inv), x[j:n])
+		}
+		clear(row[n:])
 	}
 	archsimd.ClearAVXUpperBits()
 }

@@ -315,7 +315,19 @@ func (m *Model) decodeExec() *Exec {
 // pick chooses the next token from one row of logits and returns it with its
 // log-probability under the unfiltered, temperature-1 distribution.
 func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
-	lse := logSumExp(logits)
+	// e holds exp(x − max x), shared by the log-sum-exp and, at temperature
+	// 1, the sampling weights.
+	top := logits[0]
+	for _, v := range logits {
+		top = max(top, v)
+	}
+	e := make([]float64, len(logits))
+	sum := 0.0
+	for i, v := range logits {
+		e[i] = math.Exp(v - top)
+		sum += e[i]
+	}
+	lse := top + math.Log(sum)
 	if opt.Greedy {
 		best := 0
 		for i, x := range logits {
@@ -349,14 +361,16 @@ func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
 			cand = cand[:opt.TopK]
 		}
 	}
-	top := logits[cand[0]]
-	for _, c := range cand {
-		top = max(top, logits[c])
-	}
+	// The candidates always include the most likely token, so top is also
+	// their maximum.
 	w := make([]float64, len(cand))
 	total := 0.0
 	for i, c := range cand {
-		w[i] = math.Exp((logits[c] - top) / temp)
+		if temp == 1 {
+			w[i] = e[c]
+		} else {
+			w[i] = math.Exp((logits[c] - top) / temp)
+		}
 		total += w[i]
 	}
 	if opt.TopP > 0 && opt.TopP < 1 {
@@ -379,17 +393,4 @@ func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
 		}
 	}
 	return chosen, logits[chosen] - lse
-}
-
-// logSumExp is log Σ exp(x), computed stably.
-func logSumExp(x []float64) float64 {
-	top := math.Inf(-1)
-	for _, v := range x {
-		top = max(top, v)
-	}
-	s := 0.0
-	for _, v := range x {
-		s += math.Exp(v - top)
-	}
-	return top + math.Log(s)
 }

@@ -281,3 +281,16 @@ func TestMatchesReference(t *testing.T) {
 		}
 	}
 }
+
+// logSumExp is log Σ exp(x), computed stably.
+func logSumExp(x []float64) float64 {
+	top := math.Inf(-1)
+	for _, v := range x {
+		top = max(top, v)
+	}
+	s := 0.0
+	for _, v := range x {
+		s += math.Exp(v - top)
+	}
+	return top + math.Log(s)
+}

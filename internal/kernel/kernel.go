@@ -1,8 +1,14 @@
-// Package kernel holds the float32 CPU kernels of hacrl's native decoder:
-// a matrix product spread over the machine's cores, and the vector helpers
-// of attention. On amd64 builds with GOEXPERIMENT=simd and a CPU with AVX2
-// and FMA, the products run on 8-wide fused multiply-adds; elsewhere a
-// portable loop computes the same sums.
+// Package kernel holds the float32 CPU kernels of hacrl's native engine:
+// matrix products spread over the machine's cores (x·w, x·wᵀ, xᵀ·y, with
+// weights packed once), attention, softmax, norms, activations and their
+// gradients, AdamW. On amd64 builds with GOEXPERIMENT=simd and a CPU with
+// AVX2 and FMA they run on 8-wide vectors and a Go-assembly micro-kernel
+// (tile_amd64.s); elsewhere portable loops compute the same functions.
+//
+// Vector functions end with VZEROUPPER (archsimd.ClearAVXUpperBits) and keep
+// scalar Go code out of their loops: on the machines measured here legacy
+// SSE instructions after 256-bit ones run many times slower, which once made
+// scalar tail copies cost more than the vector work around them.
 //
 // Results depend only on the build and the operands' values, never on the
 // number of cores or on how a product is split: every output element is its

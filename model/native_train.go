@@ -85,7 +85,7 @@ type arena struct {
 // two and the midpoints between them), so that passes over batches of
 // slightly different sizes reuse each other's memory.
 func (ar *arena) get(n int) []float32 {
-	c := sizeClass(n)
+	c := lengthBucket(n) // the length buckets' rounding: 2^k or 1.5·2^k
 	ar.mu.Lock()
 	defer ar.mu.Unlock()
 	var b []float32
@@ -98,17 +98,6 @@ func (ar *arena) get(n int) []float32 {
 	return b[:n]
 }
 
-// sizeClass rounds n up to 2^k or 1.5·2^k.
-func sizeClass(n int) int {
-	c := 16
-	for c < n {
-		if c+c/2 >= n {
-			return c + c/2
-		}
-		c *= 2
-	}
-	return c
-}
 
 // release returns every buffer handed out since the last release.
 func (ar *arena) release() {

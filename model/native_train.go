@@ -98,7 +98,6 @@ func (ar *arena) get(n int) []float32 {
 	return b[:n]
 }
 
-
 // release returns every buffer handed out since the last release.
 func (ar *arena) release() {
 	ar.mu.Lock()

@@ -5,6 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export GOEXPERIMENT=simd
 export GOFLAGS="${GOFLAGS:-} -buildvcs=false"
+echo "== gofmt"
+unformatted="$(gofmt -l .)"
+if [[ -n "$unformatted" ]]; then
+  echo "gofmt would change: $unformatted" >&2
+  exit 1
+fi
 echo "== go vet"
 go vet ./...
 echo "== CGO_ENABLED=0 build"

@@ -176,19 +176,77 @@ func (p product) cols(lo, hi int) {
 		simdProduct(p, lo, hi)
 		return
 	}
+	// Portable: 4×4 blocks of sums in registers, the rest row by row; each
+	// element gets its initial value plus the products in k order either way.
+	m4, hi4 := p.m/4*4, lo+(hi-lo)/4*4
+	for i := 0; i < m4; i += 4 {
+		for j := lo; j < hi4; j += 4 {
+			p.block4x4(i, j)
+		}
+	}
 	for i := range p.m {
-		row := p.out[i*p.n+lo : i*p.n+hi]
+		from := lo
+		if i < m4 {
+			from = hi4
+		}
+		if from == hi {
+			continue
+		}
+		row := p.out[i*p.n+from : i*p.n+hi]
 		switch {
 		case p.accumulate:
 		case p.bias != nil:
-			copy(row, p.bias[lo:hi])
+			copy(row, p.bias[from:hi])
 		default:
 			clear(row)
 		}
 		for q := range p.k {
-			Axpy(row, p.a[i*p.rs+q*p.ps], p.w[q*p.n+lo:q*p.n+hi])
+			Axpy(row, p.a[i*p.rs+q*p.ps], p.w[q*p.n+from:q*p.n+hi])
 		}
 	}
+}
+
+// block4x4 computes output rows i…i+3, columns j…j+3 on the portable path.
+func (p product) block4x4(i, j int) {
+	var c [4][4]float32
+	for r := range 4 {
+		switch {
+		case p.accumulate:
+			copy(c[r][:], p.out[(i+r)*p.n+j:])
+		case p.bias != nil:
+			copy(c[r][:], p.bias[j:j+4])
+		}
+	}
+	c00, c01, c02, c03 := c[0][0], c[0][1], c[0][2], c[0][3]
+	c10, c11, c12, c13 := c[1][0], c[1][1], c[1][2], c[1][3]
+	c20, c21, c22, c23 := c[2][0], c[2][1], c[2][2], c[2][3]
+	c30, c31, c32, c33 := c[3][0], c[3][1], c[3][2], c[3][3]
+	for q := range p.k {
+		at := i*p.rs + q*p.ps
+		a0, a1, a2, a3 := p.a[at], p.a[at+p.rs], p.a[at+2*p.rs], p.a[at+3*p.rs]
+		w := p.w[q*p.n+j : q*p.n+j+4 : q*p.n+j+4]
+		w0, w1, w2, w3 := w[0], w[1], w[2], w[3]
+		c00 += a0 * w0
+		c01 += a0 * w1
+		c02 += a0 * w2
+		c03 += a0 * w3
+		c10 += a1 * w0
+		c11 += a1 * w1
+		c12 += a1 * w2
+		c13 += a1 * w3
+		c20 += a2 * w0
+		c21 += a2 * w1
+		c22 += a2 * w2
+		c23 += a2 * w3
+		c30 += a3 * w0
+		c31 += a3 * w1
+		c32 += a3 * w2
+		c33 += a3 * w3
+	}
+	copy(p.out[i*p.n+j:], []float32{c00, c01, c02, c03})
+	copy(p.out[(i+1)*p.n+j:], []float32{c10, c11, c12, c13})
+	copy(p.out[(i+2)*p.n+j:], []float32{c20, c21, c22, c23})
+	copy(p.out[(i+3)*p.n+j:], []float32{c30, c31, c32, c33})
 }
 
 // simdProduct, when the build and CPU allow, computes the output columns

@@ -12,13 +12,15 @@ import (
 	"github.com/hacrl/hacrl/internal/kernel"
 )
 
-// decoder is the native CPU inference path: the model's float32 weights
-// copied to host memory and a forward pass written directly over them, with
-// per-row key/value caches. It computes the same functions as the graph
-// (see the package doc's "Architectures"), in float32, and is used by
-// Generate on the Go backend: a decoding step there is dozens of small
-// products that the backend runs at a few GFLOP/s, while kernel.MatMul runs
-// them near the machine's peak.
+// decoder is the native engine's view of a model: its float32 weights
+// copied to host memory (and packed for the forward products) once per
+// parameter update, with the forward pass written directly over them. This
+// file has decoding with per-row key/value caches (Generate);
+// native_train.go has whole-sequence passes and their backward pass (Score,
+// Trainer.Accumulate). It computes the same functions as the graphs (see
+// the package doc's "Architectures"), in float32: on GoMLX's Go backend a
+// decoding step is dozens of small products run at a few GFLOP/s, which
+// internal/kernel runs near the machine's peak.
 type decoder struct {
 	cfg    Config
 	src    *tensors.Tensor // the first parameter tensor it was built from

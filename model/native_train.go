@@ -11,8 +11,9 @@ import (
 // The native decoder also scores whole sequences and computes the gradient
 // of Σ w·log p, forward and backward written out over its host weights
 // (the same functions as the graph; see the package doc's "Architectures").
-// Sequences are not padded: the tokens of all rows of a pass form one
-// [N,d] matrix for the linear layers, and attention runs per row and head.
+// Sequences are not padded: the tokens of all sequences of a pass form one
+// [N,d] matrix for the linear layers, and attention runs per sequence and
+// head. Only the response positions go through the LM head.
 
 // passTokenBudget bounds the tokens of one native pass, and so the
 // activations it keeps for the backward pass.
@@ -24,8 +25,7 @@ type batch struct {
 	tokens, pos []int // [N] input token and its position in its sequence
 	start, len  []int // per sequence: first token row and input length
 	// heads are the rows whose next-token log-prob is wanted (the response
-	// positions), with their targets; headOf[r] is the index of row r in
-	// heads or −1.
+	// positions), with their targets.
 	heads, targets []int
 }
 

@@ -30,6 +30,14 @@ func benchModel(b *testing.B, cfg Config) *Model {
 // BenchmarkTrainStep measures Accumulate + Apply on 32 sequences of 64 tokens.
 func BenchmarkTrainStep(b *testing.B)      { benchTrainStep(b, benchConfig) }
 func BenchmarkTrainStepLlama(b *testing.B) { benchTrainStep(b, benchLlama) }
+func BenchmarkTrainStep256(b *testing.B)   { benchTrainStep(b, bench256()) }
+
+// bench256 is benchConfig at width 256.
+func bench256() Config {
+	c := benchConfig
+	c.Dim = 256
+	return c
+}
 
 func benchTrainStep(b *testing.B, cfg Config) {
 	ctx := context.Background()
@@ -62,6 +70,7 @@ func benchTrainStep(b *testing.B, cfg Config) {
 // sequences with the KV cache.
 func BenchmarkSample(b *testing.B)      { benchSample(b, benchConfig) }
 func BenchmarkSampleLlama(b *testing.B) { benchSample(b, benchLlama) }
+func BenchmarkSample256(b *testing.B)   { benchSample(b, bench256()) }
 
 func benchSample(b *testing.B, cfg Config) {
 	ctx := context.Background()

@@ -116,6 +116,9 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 	if t.m.native() {
 		return t.accumulateNative(seqs, weights)
 	}
+	if t.hostAcc != nil { // left by the native engine
+		t.acc = t.accTensors()
+	}
 	np := len(t.m.specs)
 	params := t.m.snapshot()
 	lp := make([][]float64, len(seqs))

@@ -312,6 +312,40 @@ func (m *Model) decodeExec() *Exec {
 	})
 }
 
+// sortedHead returns the most likely tokens in decreasing logit order (ties
+// by id): at least k of them, and enough that their weights reach mass.
+// It sorts only the tokens within a margin of the best logit, widening the
+// margin until that holds, so that a large vocabulary is not sorted whole
+// for every sampled token; the result is a prefix of the full order.
+func sortedHead(logits []float64, top, temp float64, k int, mass float64, weight func(int) float64) []int {
+	var head []int
+	for _, margin := range []float64{8, 16, 32, 64, math.Inf(1)} {
+		head = head[:0]
+		got := 0.0
+		for i, x := range logits {
+			if top-x <= margin*temp {
+				head = append(head, i)
+				if weight != nil {
+					got += weight(i)
+				}
+			}
+		}
+		if len(head) >= k && got >= mass {
+			break
+		}
+	}
+	slices.SortStableFunc(head, func(a, b int) int {
+		switch {
+		case logits[a] > logits[b]:
+			return -1
+		case logits[a] < logits[b]:
+			return 1
+		}
+		return 0
+	})
+	return head
+}
+
 // pick chooses the next token from one row of logits and returns it with its
 // log-probability under the unfiltered, temperature-1 distribution.
 func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
@@ -341,39 +375,46 @@ func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
 	if temp == 0 {
 		temp = 1
 	}
-	// Candidates in decreasing logit order when filtering, else all tokens.
-	cand := make([]int, len(logits))
-	for i := range cand {
-		cand[i] = i
-	}
-	filter := (opt.TopK > 0 && opt.TopK < len(logits)) || (opt.TopP > 0 && opt.TopP < 1)
-	if filter {
-		slices.SortStableFunc(cand, func(a, b int) int {
-			switch {
-			case logits[a] > logits[b]:
-				return -1
-			case logits[a] < logits[b]:
-				return 1
-			}
-			return 0
-		})
-		if opt.TopK > 0 && opt.TopK < len(cand) {
-			cand = cand[:opt.TopK]
-		}
-	}
-	// The candidates always include the most likely token, so top is also
-	// their maximum.
-	w := make([]float64, len(cand))
-	total := 0.0
-	for i, c := range cand {
+	weight := func(c int) float64 { // the token's unnormalized probability at temp
 		if temp == 1 {
-			w[i] = e[c]
-		} else {
-			w[i] = math.Exp((logits[c] - top) / temp)
+			return e[c]
 		}
-		total += w[i]
+		return math.Exp((logits[c] - top) / temp)
 	}
-	if opt.TopP > 0 && opt.TopP < 1 {
+	topK := opt.TopK > 0 && opt.TopK < len(logits)
+	topP := opt.TopP > 0 && opt.TopP < 1
+	// Candidates in decreasing logit order when filtering, else all tokens;
+	// total is the mass the nucleus is measured against: all tokens', or
+	// the top k's.
+	var cand []int
+	total := 0.0
+	switch {
+	case topK:
+		cand = sortedHead(logits, top, temp, opt.TopK, 0, nil)
+		cand = cand[:min(opt.TopK, len(cand))] // fewer only with NaN logits
+		for _, c := range cand {
+			total += weight(c)
+		}
+	case topP:
+		for i := range logits {
+			total += weight(i)
+		}
+		cand = sortedHead(logits, top, temp, 0, opt.TopP*total, weight)
+	default:
+		cand = make([]int, len(logits))
+		for i := range cand {
+			cand[i] = i
+			total += weight(i)
+		}
+	}
+	if len(cand) == 0 { // NaN logits only: nothing compares
+		cand = []int{0}
+	}
+	w := make([]float64, len(cand))
+	for i, c := range cand {
+		w[i] = weight(c)
+	}
+	if topP {
 		mass := 0.0
 		for i := range w {
 			mass += w[i]

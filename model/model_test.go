@@ -1128,3 +1128,106 @@ func TestEngineSwitchKeepsAccumulation(t *testing.T) {
 		}
 	}
 }
+
+// pickFullSort is pick as first written: the whole vocabulary sorted for
+// every filtered draw. The pick in use must make the same choices.
+func pickFullSort(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
+	lse := logSumExp(logits)
+	temp := opt.Temperature
+	if temp == 0 {
+		temp = 1
+	}
+	cand := make([]int, len(logits))
+	for i := range cand {
+		cand[i] = i
+	}
+	if (opt.TopK > 0 && opt.TopK < len(logits)) || (opt.TopP > 0 && opt.TopP < 1) {
+		slices.SortStableFunc(cand, func(a, b int) int {
+			switch {
+			case logits[a] > logits[b]:
+				return -1
+			case logits[a] < logits[b]:
+				return 1
+			}
+			return 0
+		})
+		if opt.TopK > 0 && opt.TopK < len(cand) {
+			cand = cand[:opt.TopK]
+		}
+	}
+	top := logits[cand[0]]
+	w := make([]float64, len(cand))
+	total := 0.0
+	for i, c := range cand {
+		w[i] = math.Exp((logits[c] - top) / temp)
+		total += w[i]
+	}
+	if opt.TopP > 0 && opt.TopP < 1 {
+		mass := 0.0
+		for i := range w {
+			mass += w[i]
+			if mass >= opt.TopP*total {
+				cand, w, total = cand[:i+1], w[:i+1], mass
+				break
+			}
+		}
+	}
+	u := rng.Float64() * total
+	chosen := cand[len(cand)-1]
+	for i, c := range cand {
+		u -= w[i]
+		if u < 0 {
+			chosen = c
+			break
+		}
+	}
+	return chosen, logits[chosen] - lse
+}
+
+func TestPickMatchesFullSort(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 1))
+	opts := []SampleOptions{
+		{}, {Temperature: 0.7}, {TopK: 1}, {TopK: 5}, {TopK: 40, Temperature: 1.3},
+		{TopP: 0.9}, {TopP: 0.5, Temperature: 0.6}, {TopP: 0.99, Temperature: 2}, {TopK: 20, TopP: 0.8},
+	}
+	for _, V := range []int{16, 300, 5000} {
+		draws := 200
+		if V > 1000 {
+			draws = 30
+		}
+		for draw := range draws {
+			logits := make([]float64, V)
+			scale := []float64{0.5, 3, 12}[draw%3] // flat to peaked
+			for i := range logits {
+				logits[i] = scale * rng.NormFloat64()
+			}
+			logits[rng.IntN(V)] = logits[rng.IntN(V)] // a tie now and then
+			for _, opt := range opts {
+				seed := uint64(draw*100 + V)
+				a, la := pick(logits, opt, rand.New(rand.NewPCG(seed, 2)))
+				b, lb := pickFullSort(logits, opt, rand.New(rand.NewPCG(seed, 2)))
+				if a != b || math.Abs(la-lb) > 1e-12 {
+					t.Fatalf("V=%d draw %d %+v: pick %d (%v), full sort %d (%v)", V, draw, opt, a, la, b, lb)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPickTopP draws from a Qwen2-sized vocabulary with top-p, against
+// the full sort it replaced.
+func BenchmarkPickTopP(b *testing.B) {
+	rng := rand.New(rand.NewPCG(43, 1))
+	logits := make([]float64, 151936)
+	for i := range logits {
+		logits[i] = 3 * rng.NormFloat64()
+	}
+	opt := SampleOptions{TopP: 0.95}
+	for name, f := range map[string]func([]float64, SampleOptions, *rand.Rand) (int, float64){"pick": pick, "full-sort": pickFullSort} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				f(logits, opt, rng)
+			}
+		})
+	}
+}

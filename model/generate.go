@@ -334,7 +334,14 @@ func sortedHead(logits []float64, top, temp float64, k int, mass float64, weight
 			break
 		}
 	}
-	slices.SortStableFunc(head, func(a, b int) int {
+	slices.SortStableFunc(head, byDecreasingLogit(logits))
+	return head
+}
+
+// byDecreasingLogit orders token ids by decreasing logit (a stable sort
+// keeps ties in id order).
+func byDecreasingLogit(logits []float64) func(a, b int) int {
+	return func(a, b int) int {
 		switch {
 		case logits[a] > logits[b]:
 			return -1
@@ -342,8 +349,7 @@ func sortedHead(logits []float64, top, temp float64, k int, mass float64, weight
 			return 1
 		}
 		return 0
-	})
-	return head
+	}
 }
 
 // pick chooses the next token from one row of logits and returns it with its

@@ -1142,15 +1142,7 @@ func pickFullSort(logits []float64, opt SampleOptions, rng *rand.Rand) (int, flo
 		cand[i] = i
 	}
 	if (opt.TopK > 0 && opt.TopK < len(logits)) || (opt.TopP > 0 && opt.TopP < 1) {
-		slices.SortStableFunc(cand, func(a, b int) int {
-			switch {
-			case logits[a] > logits[b]:
-				return -1
-			case logits[a] < logits[b]:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(cand, byDecreasingLogit(logits))
 		if opt.TopK > 0 && opt.TopK < len(cand) {
 			cand = cand[:opt.TopK]
 		}

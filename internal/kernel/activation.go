@@ -7,17 +7,20 @@ func Softmax(x []float32) {
 	if len(x) == 0 {
 		return
 	}
-	top := Max(x)
-	var total float32
+	Scale(x, 1/expShift(x, Max(x)))
+}
+
+// expShift sets x to exp(x − shift) and returns the sum.
+func expShift(x []float32, shift float32) float32 {
 	if simdExpShift != nil {
-		total = simdExpShift(x, top)
-	} else {
-		for i, v := range x {
-			x[i] = float32(math.Exp(float64(v - top)))
-			total += x[i]
-		}
+		return simdExpShift(x, shift)
 	}
-	Scale(x, 1/total)
+	var total float32
+	for i, v := range x {
+		x[i] = float32(math.Exp(float64(v - shift)))
+		total += x[i]
+	}
+	return total
 }
 
 // CausalSoftmax applies Softmax to row t of the row-major [T,T] matrix p
@@ -52,15 +55,7 @@ func LogSumExp(e, x []float32) (lse, sum float64) {
 	e = e[:len(x)]
 	copy(e, x)
 	top := Max(x)
-	var s float32
-	if simdExpShift != nil {
-		s = simdExpShift(e, top)
-	} else {
-		for i, v := range e {
-			e[i] = float32(math.Exp(float64(v - top)))
-			s += e[i]
-		}
-	}
+	s := expShift(e, top)
 	return float64(top) + math.Log(float64(s)), float64(s)
 }
 

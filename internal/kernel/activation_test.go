@@ -66,18 +66,23 @@ func TestSiLUMul(t *testing.T) {
 	}
 }
 
+// expSum is max x and Σ exp(x − max x) in float64.
+func expSum(x []float32) (top, sum float64) {
+	top = math.Inf(-1)
+	for _, v := range x {
+		top = max(top, float64(v))
+	}
+	for _, v := range x {
+		sum += math.Exp(float64(v) - top)
+	}
+	return top, sum
+}
+
 func TestSoftmax(t *testing.T) {
 	for _, x := range activationInputs() {
 		got := append([]float32(nil), x...)
 		Softmax(got)
-		top := math.Inf(-1)
-		for _, v := range x {
-			top = max(top, float64(v))
-		}
-		total := 0.0
-		for _, v := range x {
-			total += math.Exp(float64(v) - top)
-		}
+		top, total := expSum(x)
 		for i, v := range x {
 			want := math.Exp(float64(v)-top) / total
 			if d := math.Abs(float64(got[i]) - want); d > 3e-6*want+1e-9 {
@@ -140,14 +145,7 @@ func TestLogSumExp(t *testing.T) {
 	for _, x := range activationInputs() {
 		e := make([]float32, len(x))
 		lse, sum := LogSumExp(e, x)
-		top := math.Inf(-1)
-		for _, v := range x {
-			top = max(top, float64(v))
-		}
-		want := 0.0
-		for _, v := range x {
-			want += math.Exp(float64(v) - top)
-		}
+		top, want := expSum(x)
 		if math.Abs(sum-want) > 1e-5*want || math.Abs(lse-(top+math.Log(want))) > 1e-5 {
 			t.Errorf("LogSumExp of %d: (%v, %v), want (%v, %v)", len(x), lse, sum, top+math.Log(want), want)
 		}

@@ -23,7 +23,7 @@ import (
 )
 
 // colBlock is the width of the column blocks the product is split into; the
-// SIMD micro-kernel computes 4 rows × colBlock columns at a time.
+// SIMD micro-kernel computes 6 rows × colBlock columns at a time.
 const colBlock = 16
 
 // minParallelWork is the number of multiply-adds below which a product stays

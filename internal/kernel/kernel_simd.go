@@ -8,10 +8,29 @@ import (
 	"sync"
 )
 
+// init installs the vector implementations where the CPU has AVX2 and FMA.
 func init() {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdProduct, simdAxpy, simdDot, simdAdd = productAVX2, axpyAVX2, dotAVX2, addAVX2
+	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
+		return
 	}
+	simdProduct, simdAxpy, simdDot, simdAdd = productAVX2, axpyAVX2, dotAVX2, addAVX2
+	simdExpShift, simdGELU, simdSiLUMul = expShiftAVX2, geluAVX2, siluMulAVX2
+	simdGELUBackward, simdSiLUMulBackward = geluBackwardAVX2, siluMulBackwardAVX2
+	simdScores, simdWeightedSum = scoresAVX2, weightedSumAVX2
+	expConst = [...]archsimd.Float32x8{
+		archsimd.BroadcastFloat32x8(expMax), archsimd.BroadcastFloat32x8(expMin), archsimd.BroadcastFloat32x8(log2e),
+		archsimd.BroadcastFloat32x8(-ln2Hi), archsimd.BroadcastFloat32x8(-ln2Lo),
+	}
+	for i, c := range [...]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1} {
+		expTaylor[i] = archsimd.BroadcastFloat32x8(c)
+	}
+	for _, c := range erfSeries {
+		erfVectors = append(erfVectors, archsimd.BroadcastFloat32x8(c))
+	}
+	simdNormSquares, simdNormScale, simdNormBackward = normSquaresAVX2, normScaleAVX2, normBackwardAVX2
+	simdMulAdd, simdSum = mulAddAVX2, sumAVX2
+	simdAdamW = adamWAVX2
+	simdMax, simdScale, simdCausalSoftmax = maxAVX2, scaleAVX2, causalSoftmaxAVX2
 }
 
 // productAVX2 computes output columns [lo,hi) of a product: tall products
@@ -19,8 +38,8 @@ func init() {
 // time on the assembly tile straight from the operands, with a partial
 // last block through a zero-padded panel; what remains (the last m mod 6
 // rows of an accumulating product, products of fewer than six rows) one row
-// at a time. Every output element is
-// its initial value plus the multiply-adds in p order on either path.
+// at a time. Every output element is its initial value plus the
+// multiply-adds in p order on every path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
 	if p.k > 0 && (p.m >= packMinRows || p.wt || p.pw != nil) {
@@ -89,18 +108,17 @@ func (p product) packed(lo, hi int) {
 	bufp := packBuffers.Get().(*[]float32)
 	defer packBuffers.Put(bufp)
 	tiles := p.m / 6
-	need := kBlock * 16 * panels
+	panelFloats, stripFloats := kBlock*16*panels, 0
 	if p.pw != nil {
-		need = 0
+		panelFloats = 0 // packed once by Pack
 	}
 	if p.rs == 1 {
-		need += kBlock * 6 * tiles
+		stripFloats = kBlock * 6 * tiles
 	}
-	if cap(*bufp) < need {
-		*bufp = make([]float32, need)
+	if cap(*bufp) < panelFloats+stripFloats {
+		*bufp = make([]float32, panelFloats+stripFloats)
 	}
-	wp := (*bufp)[:need-kBlock*6*tiles*boolInt(p.rs == 1)]
-	strips := (*bufp)[len(wp):need]
+	wp, strips := (*bufp)[:panelFloats], (*bufp)[panelFloats:panelFloats+stripFloats]
 	var zeros [16]float32
 	var strip [kBlock * 6]float32
 	var scratch [6][16]float32
@@ -112,28 +130,25 @@ func (p product) packed(lo, hi int) {
 			panelAt = func(j int) *float32 { return &p.pw[(lo/16+j)*16*p.k+16*k0] }
 		} else {
 			panelAt = func(j int) *float32 { return &wp[j*kBlock*16] }
-		}
-		for j := range panels {
-			if p.pw != nil {
-				break
-			}
-			c := lo + 16*j
-			width := min(16, hi-c)
-			panel := wp[j*kBlock*16 : j*kBlock*16+kc*16]
-			if width < 16 {
-				clear(panel)
-			}
-			if p.wt {
-				for col := range width {
-					src := p.w[(c+col)*p.k+k0 : (c+col)*p.k+k0+kc]
-					for q, v := range src {
-						panel[q*16+col] = v
-					}
+			for j := range panels {
+				c := lo + 16*j
+				width := min(16, hi-c)
+				panel := wp[j*kBlock*16 : j*kBlock*16+kc*16]
+				if width < 16 {
+					clear(panel)
 				}
-				continue
-			}
-			for q := range kc {
-				copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:])
+				if p.wt {
+					for col := range width {
+						src := p.w[(c+col)*p.k+k0 : (c+col)*p.k+k0+kc]
+						for q, v := range src {
+							panel[q*16+col] = v
+						}
+					}
+					continue
+				}
+				for q := range kc {
+					copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:])
+				}
 			}
 		}
 		if p.rs == 1 && tiles > 0 {
@@ -291,28 +306,9 @@ func dotAVX2(a, b []float32) float32 {
 	if i < len(a) {
 		s = load8(a[i:]).MulAdd(load8(b[i:]), s)
 	}
-	var lanes [8]float32
-	s.Store(&lanes)
+	r := hsum(s)
 	archsimd.ClearAVXUpperBits()
-	return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
-}
-
-func init() {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdExpShift, simdGELU, simdSiLUMul = expShiftAVX2, geluAVX2, siluMulAVX2
-		simdGELUBackward, simdSiLUMulBackward = geluBackwardAVX2, siluMulBackwardAVX2
-		simdScores, simdWeightedSum = scoresAVX2, weightedSumAVX2
-		expConst = [...]archsimd.Float32x8{
-			archsimd.BroadcastFloat32x8(expMax), archsimd.BroadcastFloat32x8(expMin), archsimd.BroadcastFloat32x8(log2e),
-			archsimd.BroadcastFloat32x8(-ln2Hi), archsimd.BroadcastFloat32x8(-ln2Lo),
-		}
-		for i, c := range [...]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1} {
-			expTaylor[i] = archsimd.BroadcastFloat32x8(c)
-		}
-		for _, c := range erfSeries {
-			erfVectors = append(erfVectors, archsimd.BroadcastFloat32x8(c))
-		}
-	}
+	return r
 }
 
 // Constants of exp: e^x = 2^n·e^r with n = round(x/ln2) and r = x − n·ln2,
@@ -349,6 +345,14 @@ func exp8(x archsimd.Float32x8) archsimd.Float32x8 {
 }
 
 func expShiftAVX2(x []float32, shift float32) float32 {
+	total := expShiftVec(x, shift)
+	archsimd.ClearAVXUpperBits()
+	return total
+}
+
+// expShiftVec sets x to exp(x − shift) and returns the sum, without the
+// closing VZEROUPPER (for callers that go on with vector code).
+func expShiftVec(x []float32, shift float32) float32 {
 	s := archsimd.BroadcastFloat32x8(shift)
 	var sum archsimd.Float32x8
 	i := 0
@@ -357,18 +361,16 @@ func expShiftAVX2(x []float32, shift float32) float32 {
 		e.StoreSlice(x[i:])
 		sum = sum.Add(e)
 	}
-	var lanes [8]float32
-	sum.Store(&lanes)
-	total := ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
+	total := hsum(sum)
 	if i < len(x) {
 		e := exp8(load8(x[i:]).Sub(s))
 		store8(e, x[i:])
+		var lanes [8]float32
 		e.Store(&lanes)
 		for j := range len(x) - i {
 			total += lanes[j]
 		}
 	}
-	archsimd.ClearAVXUpperBits()
 	return total
 }
 
@@ -546,13 +548,6 @@ func siluMulBackwardAVX2(dGate, dUp, dOut, gate, up []float32) {
 	archsimd.ClearAVXUpperBits()
 }
 
-func init() {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdNormSquares, simdNormScale, simdNormBackward = normSquaresAVX2, normScaleAVX2, normBackwardAVX2
-		simdMulAdd, simdSum = mulAddAVX2, sumAVX2
-	}
-}
-
 // hsum adds the lanes of v in a fixed order.
 func hsum(v archsimd.Float32x8) float32 {
 	var l [8]float32
@@ -634,12 +629,6 @@ func mulAddAVX2(y, a, b []float32) {
 	archsimd.ClearAVXUpperBits()
 }
 
-func init() {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdAdamW = adamWAVX2
-	}
-}
-
 func adamWAVX2(p, g, m, v []float32, s AdamWStep) {
 	b := archsimd.BroadcastFloat32x8
 	scale, b1, c1, b2, c2 := b(s.Scale), b(s.Beta1), b(1-s.Beta1), b(s.Beta2), b(1-s.Beta2)
@@ -659,96 +648,54 @@ func adamWAVX2(p, g, m, v []float32, s AdamWStep) {
 	archsimd.ClearAVXUpperBits()
 }
 
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-func init() {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdMax, simdScale, simdCausalSoftmax = maxAVX2, scaleAVX2, causalSoftmaxAVX2
-	}
-}
-
 func maxAVX2(x []float32) float32 {
-	if len(x) < 8 {
+	top := maxVec(x)
+	archsimd.ClearAVXUpperBits()
+	return top
+}
+
+// maxVec is the largest element of a non-empty x, without the closing
+// VZEROUPPER.
+func maxVec(x []float32) float32 {
+	n := len(x)
+	if n < 8 {
 		top := x[0]
-		for _, v := range x {
+		for _, v := range x[1:] {
 			top = max(top, v)
 		}
 		return top
 	}
 	m := archsimd.LoadFloat32x8Slice(x)
-	i := 8
-	for ; i+8 <= len(x); i += 8 {
-		m = m.Max(archsimd.LoadFloat32x8Slice(x[i:]))
-	}
-	if i < len(x) { // the last 8, overlapping: max does not mind
-		m = m.Max(archsimd.LoadFloat32x8Slice(x[len(x)-8:]))
+	for i := 8; i < n; i += 8 { // the last 8 overlapping: max does not mind
+		m = m.Max(archsimd.LoadFloat32x8Slice(x[min(i, n-8):]))
 	}
 	var l [8]float32
 	m.Store(&l)
-	archsimd.ClearAVXUpperBits()
 	return max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
 }
 
 func scaleAVX2(x []float32, a float32) {
+	scaleVec(x, a)
+	archsimd.ClearAVXUpperBits()
+}
+
+// scaleVec multiplies x by a, without the closing VZEROUPPER.
+func scaleVec(x []float32, a float32) {
 	av := archsimd.BroadcastFloat32x8(a)
 	n := len(x)
 	for i := 0; i < n; i += 8 {
 		store8(load8(x[i:n]).Mul(av), x[i:n])
 	}
-	archsimd.ClearAVXUpperBits()
 }
 
-// causalSoftmaxAVX2 is CausalSoftmax in one call: per row the maximum, the
-// exponentials and their sum, and the scaling, all on vectors.
+// causalSoftmaxAVX2 is CausalSoftmax in one call: each row is Softmax's
+// maximum, exponentials and scaling, with one VZEROUPPER at the end.
 func causalSoftmaxAVX2(p []float32, T int) {
 	for t := range T {
 		row := p[t*T : (t+1)*T]
 		x := row[:t+1]
-		n := len(x)
-		var top float32
-		if n < 8 {
-			top = x[0]
-			for _, v := range x[1:] {
-				top = max(top, v)
-			}
-		} else {
-			m := archsimd.LoadFloat32x8Slice(x)
-			for i := 8; i < n; i += 8 {
-				m = m.Max(archsimd.LoadFloat32x8Slice(x[min(i, n-8):]))
-			}
-			var l [8]float32
-			m.Store(&l)
-			top = max(max(max(l[0], l[1]), max(l[2], l[3])), max(max(l[4], l[5]), max(l[6], l[7])))
-		}
-		shift := archsimd.BroadcastFloat32x8(top)
-		var sum archsimd.Float32x8
-		i := 0
-		for ; i+8 <= n; i += 8 {
-			e := exp8(archsimd.LoadFloat32x8Slice(x[i:]).Sub(shift))
-			e.StoreSlice(x[i:])
-			sum = sum.Add(e)
-		}
-		var l [8]float32
-		sum.Store(&l)
-		total := ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
-		if i < n {
-			e := exp8(load8(x[i:]).Sub(shift))
-			store8(e, x[i:])
-			e.Store(&l)
-			for j := range n - i {
-				total += l[j]
-			}
-		}
-		inv := archsimd.BroadcastFloat32x8(1 / total)
-		for j := 0; j < n; j += 8 {
-			store8(load8(x[j:n]).Mul(inv), x[j:n])
-		}
-		clear(row[n:])
+		scaleVec(x, 1/expShiftVec(x, maxVec(x)))
+		clear(row[t+1:])
 	}
 	archsimd.ClearAVXUpperBits()
 }

@@ -227,30 +227,19 @@ func parallel(par bool, n, minChunk int, fn func(lo, hi int)) {
 func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool) []float32 {
 	cfg := dec.cfg
 	d, dh := cfg.Dim, cfg.HeadDim()
-	// Flatten the entries into N token rows with their cache row and slot.
-	var row, slot []int
+	// Flatten the entries into N token rows with their cache row and slot
+	// (the token's position).
+	var tok, row, slot []int
 	last := make([]int, len(rows)) // index of each entry's last token
 	for e, r := range rows {
-		for j := range tokens[e] {
-			row, slot = append(row, r), append(slot, c.length[r]+j)
+		for j, t := range tokens[e] {
+			tok, row, slot = append(tok, t), append(row, r), append(slot, c.length[r]+j)
 		}
 		last[e] = len(row) - 1
 	}
 	n := len(row)
 	x := make([]float32, n*d)
-	i := 0
-	for e := range rows {
-		for _, t := range tokens[e] {
-			xi := x[i*d : (i+1)*d]
-			copy(xi, dec.embed[t*d:(t+1)*d])
-			if dec.pos != nil {
-				for j, p := range dec.pos[slot[i]*d : (slot[i]+1)*d] {
-					xi[j] += p
-				}
-			}
-			i++
-		}
-	}
+	dec.embedTokens(x, tok, slot)
 	qkvWidth := (cfg.Heads + 2*cfg.KVHeads) * dh
 	h := make([]float32, n*d)
 	qkv := make([]float32, n*qkvWidth)
@@ -265,7 +254,7 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 		dec.norm(h, x, ly.norm1W, ly.norm1B, n)
 		matmul(par, qkv, h, ly.qkvP, ly.qkvB, n)
 		if dec.invFreq != nil {
-			dec.rope(qkv, slot, qkvWidth)
+			dec.rotate(qkv, slot, qkvWidth, 1, par)
 		}
 		dec.store(c, l, qkv, row, slot, qkvWidth)
 		dec.attend(c, l, att, qkv, row, slot, qkvWidth, par)
@@ -293,6 +282,19 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 
 func addTo(x, y []float32) { kernel.Add(x[:len(y)], y) }
 
+// embedTokens writes the input rows of tokens at positions into x [N,d]:
+// the token embedding, plus gpt's learned position embedding.
+func (dec *decoder) embedTokens(x []float32, tokens, positions []int) {
+	d := dec.cfg.Dim
+	for i, t := range tokens {
+		xi := x[i*d : (i+1)*d]
+		copy(xi, dec.embed[t*d:(t+1)*d])
+		if dec.pos != nil {
+			addTo(xi, dec.pos[positions[i]*d:(positions[i]+1)*d])
+		}
+	}
+}
+
 // norm writes LayerNorm (gain w, bias b) for gpt or RMSNorm for llama of
 // the n rows of x into out.
 func (dec *decoder) norm(out, x, w, b []float32, n int) {
@@ -300,26 +302,6 @@ func (dec *decoder) norm(out, x, w, b []float32, n int) {
 	xhat := make([]float32, d)
 	for i := range n {
 		kernel.Norm(out[i*d:(i+1)*d], xhat, x[i*d:(i+1)*d], w, b, dec.cfg.NormEps, dec.cfg.Family == "gpt")
-	}
-}
-
-// rope rotates the query and key heads of each token row by its position.
-func (dec *decoder) rope(qkv []float32, slot []int, width int) {
-	dh, half := dec.cfg.HeadDim(), dec.cfg.HeadDim()/2
-	heads := dec.cfg.Heads + dec.cfg.KVHeads
-	cos, sin := make([]float32, half), make([]float32, half)
-	for i, p := range slot {
-		for j, f := range dec.invFreq {
-			a := float32(p) * f
-			cos[j], sin[j] = float32(math.Cos(float64(a))), float32(math.Sin(float64(a)))
-		}
-		for hd := range heads {
-			v := qkv[i*width+hd*dh : i*width+(hd+1)*dh]
-			for j := range half {
-				x1, x2 := v[j], v[j+half]
-				v[j], v[j+half] = x1*cos[j]-x2*sin[j], x2*cos[j]+x1*sin[j]
-			}
-		}
 	}
 }
 

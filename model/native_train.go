@@ -159,6 +159,7 @@ type trace struct {
 	layers []layerActs
 	final  normed
 	hf     []float32 // final norm output [N,d]
+	hr     []float32 // hf's head rows [len(heads),d], the LM head's input
 	logits []float32 // [len(heads),V]
 }
 
@@ -169,12 +170,7 @@ func (dec *decoder) run(b *batch, ar *arena) *trace {
 	width := (cfg.Heads + 2*cfg.KVHeads) * dh
 	tr := &trace{b: b, layers: make([]layerActs, cfg.Layers)}
 	x := ar.get(n * d)
-	for i, t := range b.tokens {
-		copy(x[i*d:(i+1)*d], dec.embed[t*d:(t+1)*d])
-		if dec.pos != nil {
-			addTo(x[i*d:(i+1)*d], dec.pos[b.pos[i]*d:(b.pos[i]+1)*d])
-		}
-	}
+	dec.embedTokens(x, b.tokens, b.pos)
 	tmp := ar.get(n * d)
 	for l, ly := range dec.layers {
 		a := &tr.layers[l]
@@ -182,7 +178,7 @@ func (dec *decoder) run(b *batch, ar *arena) *trace {
 		a.qkv = ar.get(n * width)
 		kernel.MatMulPacked(a.qkv, a.h1, ly.qkvP, ly.qkvB, n)
 		if dec.invFreq != nil {
-			dec.rotate(a.qkv, b.pos, width, 1)
+			dec.rotate(a.qkv, b.pos, width, 1, true)
 		}
 		a.att, a.probs = dec.selfAttention(b, a.qkv, width, ar)
 		kernel.MatMulPacked(tmp, a.att, ly.outP, ly.outB, n)
@@ -200,12 +196,12 @@ func (dec *decoder) run(b *batch, ar *arena) *trace {
 		addTo(x, tmp)
 	}
 	tr.hf, tr.final = dec.normSaved(x, dec.normW, dec.normB, n, ar)
-	hr := ar.get(len(b.heads) * d)
+	tr.hr = ar.get(len(b.heads) * d)
 	for j, r := range b.heads {
-		copy(hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
+		copy(tr.hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
 	}
 	tr.logits = ar.get(len(b.heads) * cfg.Vocab)
-	kernel.MatMulPacked(tr.logits, hr, dec.headP, nil, len(b.heads))
+	kernel.MatMulPacked(tr.logits, tr.hr, dec.headP, nil, len(b.heads))
 	return tr
 }
 
@@ -225,11 +221,12 @@ func (dec *decoder) normSaved(x, w, b []float32, n int, ar *arena) ([]float32, n
 }
 
 // rotate applies RoPE (sign 1) or its inverse (sign −1, the backward pass)
-// to the query and key heads of each row of qkv at its position.
-func (dec *decoder) rotate(qkv []float32, pos []int, width int, sign float32) {
+// to the query and key heads of each row of qkv at its position, over the
+// cores when par.
+func (dec *decoder) rotate(qkv []float32, pos []int, width int, sign float32, par bool) {
 	dh := dec.cfg.HeadDim()
 	half, heads := dh/2, dec.cfg.Heads+dec.cfg.KVHeads
-	kernel.Parallel(len(pos), 16, func(lo, hi int) {
+	parallel(par, len(pos), 16, func(lo, hi int) {
 		cos, sin := make([]float32, half), make([]float32, half)
 		for i := lo; i < hi; i++ {
 			for j, f := range dec.invFreq {
@@ -346,20 +343,27 @@ func (dec *decoder) selfAttention(b *batch, qkv []float32, width int, ar *arena)
 }
 
 // logProbs returns, per head row of tr, log p(target) and, if asked, the
-// entropy of the distribution.
-func (tr *trace) logProbs(vocab int, withEntropy bool) (lp, ent []float64) {
+// entropy of the distribution; with probs not nil it also leaves there the
+// probabilities [len(heads),V] (for the backward pass).
+func (tr *trace) logProbs(vocab int, withEntropy bool, probs []float32) (lp, ent []float64) {
 	lp = make([]float64, len(tr.b.heads))
 	if withEntropy {
 		ent = make([]float64, len(lp))
 	}
 	kernel.Parallel(len(lp), 64, func(lo, hi int) {
-		e := make([]float32, vocab)
+		scratch := make([]float32, vocab)
 		for j := lo; j < hi; j++ {
-			row := tr.logits[j*vocab : (j+1)*vocab]
+			row, e := tr.logits[j*vocab:(j+1)*vocab], scratch
+			if probs != nil {
+				e = probs[j*vocab : (j+1)*vocab]
+			}
 			lse, sum := kernel.LogSumExp(e, row)
 			lp[j] = float64(row[tr.b.targets[j]]) - lse
 			if withEntropy {
 				ent[j] = lse - float64(kernel.Dot(e, row))/sum
+			}
+			if probs != nil {
+				kernel.Scale(e, 1/float32(sum)) // as Softmax: the float32 sum, inverted in float32
 			}
 		}
 	})
@@ -380,7 +384,7 @@ func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]floa
 	defer m.arenas.put(ar)
 	for _, p := range passes(seqs) {
 		part := seqs[p[0]:p[1]]
-		l, e := dec.run(newBatch(part), ar).logProbs(m.cfg.Vocab, withEntropy)
+		l, e := dec.run(newBatch(part), ar).logProbs(m.cfg.Vocab, withEntropy, nil)
 		ar.release()
 		for i, s := range part {
 			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
@@ -407,13 +411,14 @@ func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32) ([][]float
 	for _, p := range passes(seqs) {
 		part := seqs[p[0]:p[1]]
 		tr := dec.run(newBatch(part), ar)
-		l, _ := tr.logProbs(m.cfg.Vocab, false)
+		probs := ar.get(len(tr.b.heads) * m.cfg.Vocab)
+		l, _ := tr.logProbs(m.cfg.Vocab, false, probs)
 		var w []float32
 		for i, s := range part {
 			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
 			w = append(w, weights[p[0]+i]...)
 		}
-		dec.backward(tr, w, g, ar)
+		dec.backward(tr, w, probs, g, ar)
 		ar.release()
 	}
 	out, err := g.bySpec(m.specs)
@@ -452,34 +457,30 @@ func (dec *decoder) newGrads() *grads {
 	return g
 }
 
-// backward adds to g the gradient of Σ_j w[j]·lp[j] over the head rows of tr.
-func (dec *decoder) backward(tr *trace, w []float32, g *grads, ar *arena) {
+// backward adds to g the gradient of Σ_j w[j]·lp[j] over the head rows of
+// tr, given the head rows' probabilities in probs (which it overwrites).
+func (dec *decoder) backward(tr *trace, w, probs []float32, g *grads, ar *arena) {
 	cfg := dec.cfg
 	b := tr.b
 	d, dh, V, n := cfg.Dim, cfg.HeadDim(), cfg.Vocab, len(b.tokens)
 	width := (cfg.Heads + 2*cfg.KVHeads) * dh
 
-	// Head: dlogits = w·(onehot(target) − softmax(logits)).
+	// Head: dlogits = w·(onehot(target) − softmax(logits)), from the
+	// probabilities logProbs left in probs.
 	nh := len(b.heads)
-	dlogits := ar.get(nh * V)
+	dlogits := probs[:nh*V]
 	for j := range nh {
-		row, dr := tr.logits[j*V:(j+1)*V], dlogits[j*V:(j+1)*V]
-		copy(dr, row)
-		kernel.Softmax(dr)
+		dr := dlogits[j*V : (j+1)*V]
 		for i := range dr {
 			dr[i] *= -w[j]
 		}
 		dr[b.targets[j]] += w[j]
 	}
-	hr := ar.get(nh * d)
-	for j, r := range b.heads {
-		copy(hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
-	}
 	headGrad := g.head
 	if g.tiedHeadToEmb {
 		headGrad = g.embed
 	}
-	addWeightGrad(headGrad, dlogits, hr, nh, V, d) // [V,d] += dlogitsᵀ·hr
+	addWeightGrad(headGrad, dlogits, tr.hr, nh, V, d) // [V,d] += dlogitsᵀ·hr
 	dhr := ar.get(nh * d)
 	kernel.MatMul(dhr, dlogits, dec.headRows(), nil, nh, V, d) // dlogits·W, W [V,d]
 	dhf := ar.get(n * d)
@@ -512,7 +513,7 @@ func (dec *decoder) backward(tr *trace, w []float32, g *grads, ar *arena) {
 		kernel.MatMulBT(dAtt, dx, ly.outW, n, d, cfg.Heads*dh)
 		dec.attentionBackward(b, a, dAtt, dqkv, width)
 		if dec.invFreq != nil {
-			dec.rotate(dqkv, b.pos, width, -1)
+			dec.rotate(dqkv, b.pos, width, -1, true)
 		}
 		addBiasGrad(gl.qkvB, dqkv, n, width)
 		addWeightGrad(gl.qkvW, a.h1, dqkv, n, d, width)

@@ -43,10 +43,22 @@ const (
 	// EngineNative runs a float32 model on the host CPU whatever the
 	// backend (a float64 model still runs on graphs).
 	EngineNative Engine = "native"
-	// EngineGraph runs everything as compiled graphs on the model's backend
-	// (the path for GPUs). The optimizer step always runs there.
+	// EngineGraph runs everything, the optimizer step included, as compiled
+	// graphs on the model's backend (the path for GPUs).
 	EngineGraph Engine = "graph"
 )
+
+// ParseEngine reads an engine name as configs and flags spell it: auto (or
+// empty), native or graph.
+func ParseEngine(name string) (Engine, error) {
+	switch name {
+	case "", "auto":
+		return EngineAuto, nil
+	case string(EngineNative), string(EngineGraph):
+		return Engine(name), nil
+	}
+	return "", fmt.Errorf("model: engine %q: want auto, native or graph", name)
+}
 
 // Generate continues each prompt by sampling on the host with rng, one token
 // per step, with a key/value cache. A sequence ends at a stop token, after
@@ -57,8 +69,8 @@ const (
 // native engine not in a single bit, on the graph engine up to float
 // rounding (prompts of different lengths are left-padded to a common length
 // bucket with the padding masked out of attention, and the batch is padded
-// to a power of two rows). Given the same
-// model, prompts, options, engine and rng state, the result is the same.
+// to a power of two rows). Given the same model, prompts, options, engine
+// and rng state, the result is the same.
 func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions, rng *rand.Rand) ([]Sample, error) {
 	if err := m.checkGenerate(prompts, opt); err != nil {
 		return nil, err
@@ -67,17 +79,17 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 		return nil, fmt.Errorf("model: Generate: rng is nil")
 	}
 	limit := make([]int, len(prompts)) // new tokens allowed per row
-	steps := 0
+	longest, steps := 0, 0
 	for i, p := range prompts {
 		limit[i] = min(opt.MaxNewTokens, m.cfg.MaxSeq-len(p))
-		steps = max(steps, limit[i])
+		longest, steps = max(longest, len(p)), max(steps, limit[i])
 	}
 	var run decodeRun
 	var err error
 	if m.native() {
-		run, err = m.nativeRun(prompts, steps)
+		run, err = m.nativeRun(prompts, longest, steps)
 	} else {
-		run, err = m.graphRun(prompts, steps)
+		run, err = m.graphRun(prompts, longest, steps)
 	}
 	if err != nil {
 		return nil, err
@@ -151,14 +163,10 @@ func (m *Model) native() bool {
 
 // nativeRun decodes on the host (native.go) with a cache of the slots the
 // longest prompt and steps new tokens need.
-func (m *Model) nativeRun(prompts [][]int, steps int) (decodeRun, error) {
+func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error) {
 	dec, err := m.decoder()
 	if err != nil {
 		return decodeRun{}, err
-	}
-	longest := 0
-	for _, p := range prompts {
-		longest = max(longest, len(p))
 	}
 	ar := m.arenas.get()
 	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps), ar)
@@ -190,13 +198,9 @@ func (m *Model) nativeRun(prompts [][]int, steps int) (decodeRun, error) {
 }
 
 // graphRun decodes with the prefill and decode graphs on the backend.
-func (m *Model) graphRun(prompts [][]int, steps int) (decodeRun, error) {
+func (m *Model) graphRun(prompts [][]int, longest, steps int) (decodeRun, error) {
 	rows := len(prompts)
 	B := batchBucket(rows)
-	longest := 0
-	for _, p := range prompts {
-		longest = max(longest, len(p))
-	}
 	P := lengthBucket(longest)
 	S := lengthBucket(P + steps - 1) // cache slots: the last sampled token is never fed back
 

@@ -44,8 +44,8 @@ type Model struct {
 	arenas arenaPool // buffers of native passes, kept between them
 }
 
-// SetEngine chooses how Generate, Score and Trainer.Accumulate run the
-// model from now on (EngineAuto by default). Call it before using the model
+// SetEngine chooses how Generate, Score, Trainer.Accumulate and
+// Trainer.Apply run the model from now on (EngineAuto by default). Call it before using the model
 // from several goroutines.
 func (m *Model) SetEngine(e Engine) { m.engine = e }
 

@@ -1223,3 +1223,16 @@ func BenchmarkPickTopP(b *testing.B) {
 		})
 	}
 }
+
+func TestParseEngine(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want Engine
+		ok   bool
+	}{{"", EngineAuto, true}, {"auto", EngineAuto, true}, {"native", EngineNative, true}, {"graph", EngineGraph, true}, {"gpu", "", false}} {
+		got, err := ParseEngine(tc.name)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("ParseEngine(%q) = %q, %v", tc.name, got, err)
+		}
+	}
+}

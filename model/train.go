@@ -246,80 +246,94 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 	if learningRate <= 0 {
 		learningRate = t.opt.LearningRate
 	}
+	// The gradient and its norm, where the engine keeps them.
+	var host [][]float32
+	var acc []*tensors.Tensor
+	var norm float64
 	if t.m.native() {
-		return t.applyNative(learningRate)
+		host = t.hostGrads()
+		sq := 0.0
+		for _, g := range host {
+			for _, x := range g {
+				sq += float64(x) * float64(x)
+			}
+		}
+		norm = math.Sqrt(sq)
+	} else {
+		acc = t.accTensors()
+		out, err := call(t.m.normExec(), acc)
+		if err != nil {
+			return 0, err
+		}
+		norm = float64s(out[0])[0]
 	}
-	acc := t.accTensors()
-	out, err := call(t.m.normExec(), acc)
-	if err != nil {
-		return 0, err
-	}
-	norm := float64s(out[0])[0]
 	if !finite(norm) {
 		return norm, fmt.Errorf("model: Apply at step %d: gradient norm is %v: %w", t.step+1, norm, ErrNonFinite)
 	}
-	scale := 1.0
+	st := adamStep{lr: learningRate, scale: 1, step: t.step + 1}
 	if t.opt.MaxGradNorm > 0 {
-		scale = min(1, t.opt.MaxGradNorm/(norm+1e-6))
+		st.scale = min(1, t.opt.MaxGradNorm/(norm+1e-6))
 	}
-	step := t.step + 1
-	bc1 := 1 - math.Pow(t.opt.Beta1, float64(step))
-	bc2 := 1 - math.Pow(t.opt.Beta2, float64(step))
+	st.bc1 = 1 - math.Pow(t.opt.Beta1, float64(st.step))
+	st.bc2 = 1 - math.Pow(t.opt.Beta2, float64(st.step))
+	var err error
+	if host != nil {
+		err = t.adamHost(host, st)
+	} else {
+		err = t.adamGraph(acc, st)
+	}
+	if err != nil {
+		return 0, err
+	}
+	t.step = st.step
+	return norm, nil
+}
+
+// adamStep holds the scalars of one AdamW step: the learning rate, the
+// clipping factor, the step number and the bias corrections 1−β₁ᵗ, 1−β₂ᵗ.
+type adamStep struct {
+	lr, scale, bc1, bc2 float64
+	step                int64
+}
+
+// adamGraph applies the step with the adamw graph on the backend.
+func (t *Trainer) adamGraph(acc []*tensors.Tensor, st adamStep) error {
 	scalar := func(v float64) *tensors.Tensor {
 		if t.m.dtype == dtypes.Float64 {
 			return tensors.FromScalar(v)
 		}
 		return tensors.FromScalar(float32(v))
 	}
-	args := []any{scalar(learningRate), scalar(scale), scalar(bc1), scalar(bc2)}
+	args := []any{scalar(st.lr), scalar(st.scale), scalar(st.bc1), scalar(st.bc2)}
 	for _, group := range [][]*tensors.Tensor{acc, t.mom, t.vel} {
 		for _, x := range group {
 			d, err := DonateTensorBuffer(x, t.m.backend, compute.DeviceNum(0))
 			if err != nil {
-				return 0, fmt.Errorf("model: Apply: %w", err)
+				return fmt.Errorf("model: Apply: %w", err)
 			}
 			args = append(args, d)
 		}
 	}
 	np := len(t.m.specs)
-	out, err = call(t.m.adamExec(t.opt), t.m.snapshot(), args...)
+	out, err := call(t.m.adamExec(t.opt), t.m.snapshot(), args...)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	t.m.install(out[:np])
 	t.mom, t.vel = out[np:2*np], out[2*np:]
-	t.step = step
-	return norm, nil
+	return nil
 }
 
-// applyNative is Apply on the host, for models on the native engine: the
-// same AdamW step, elementwise in float32 (the norm in float64).
-func (t *Trainer) applyNative(learningRate float64) (float64, error) {
-	grads := t.hostGrads()
-	sq := 0.0
-	for _, g := range grads {
-		for _, x := range g {
-			sq += float64(x) * float64(x)
-		}
-	}
-	norm := math.Sqrt(sq)
-	if !finite(norm) {
-		return norm, fmt.Errorf("model: Apply at step %d: gradient norm is %v: %w", t.step+1, norm, ErrNonFinite)
-	}
+// adamHost applies the step on the host, for models on the native engine:
+// the same AdamW update, elementwise in float32.
+func (t *Trainer) adamHost(grads [][]float32, st adamStep) error {
 	o := t.opt
-	scale := 1.0
-	if o.MaxGradNorm > 0 {
-		scale = min(1, o.MaxGradNorm/(norm+1e-6))
-	}
-	step := t.step + 1
-	bc1 := float32(1 - math.Pow(o.Beta1, float64(step)))
-	bc2 := float32(1 - math.Pow(o.Beta2, float64(step)))
-	st := kernel.AdamWStep{LR: float32(learningRate), Scale: float32(scale), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2),
-		Eps: float32(o.Epsilon), Correction1: bc1, Correction2: bc2}
+	ks := kernel.AdamWStep{LR: float32(st.lr), Scale: float32(st.scale), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2),
+		Eps: float32(o.Epsilon), Correction1: float32(st.bc1), Correction2: float32(st.bc2)}
 	params := t.m.snapshot()
 	next := make([]*tensors.Tensor, len(params))
 	for i, spec := range t.m.specs {
-		s := st
+		s := ks
 		if spec.decay {
 			s.Decay = float32(o.WeightDecay)
 		}
@@ -339,12 +353,11 @@ func (t *Trainer) applyNative(learningRate float64) (float64, error) {
 			})
 		})
 		if err := errors.Join(errs[:]...); err != nil {
-			return 0, fmt.Errorf("model: Apply: %s: %w", spec.name, err)
+			return fmt.Errorf("model: Apply: %s: %w", spec.name, err)
 		}
 	}
 	t.m.install(next)
-	t.step = step
-	return norm, nil
+	return nil
 }
 
 // normExec: gradients… → ‖g‖ (global L2 norm).

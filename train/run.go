@@ -154,10 +154,14 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 			return nil, err
 		}
 	}
+	engine, err := model.ParseEngine(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
 	for _, a := range r.agents {
-		a.Model.SetEngine(engine(cfg.Engine))
+		a.Model.SetEngine(engine)
 		if a.Ref != nil {
-			a.Ref.SetEngine(engine(cfg.Engine))
+			a.Ref.SetEngine(engine)
 		}
 	}
 	if err := writeResolvedConfig(cfg); err != nil {
@@ -168,14 +172,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
-}
-
-// engine maps a config's engine name to the model's.
-func engine(name string) model.Engine {
-	if name == "auto" {
-		return model.EngineAuto
-	}
-	return model.Engine(name)
 }
 
 // rng is the random source for one purpose of one agent at one step.

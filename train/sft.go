@@ -97,7 +97,11 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 			return nil, err
 		}
 	}
-	a.Model.SetEngine(engine(cfg.Engine))
+	engine, err := model.ParseEngine(cfg.Engine)
+	if err != nil {
+		return nil, err
+	}
+	a.Model.SetEngine(engine)
 	stop := a.Template.StopTokens(a.Tok)
 	if len(stop) == 0 {
 		return nil, fmt.Errorf("sft: the tokenizer has no EOS token")

@@ -78,18 +78,14 @@ same fields; bench/compare.sh runs both.`,
 			if err != nil {
 				return err
 			}
-			if engine == "auto" {
-				engine = string(model.EngineAuto)
-			}
-			switch model.Engine(engine) {
-			case model.EngineAuto, model.EngineNative, model.EngineGraph:
-			default:
-				return fmt.Errorf("--engine %q: want auto, native or graph", engine)
+			eng, err := model.ParseEngine(engine)
+			if err != nil {
+				return fmt.Errorf("--engine: %w", err)
 			}
 			if sampleRuns < 1 {
 				return fmt.Errorf("--sample-runs %d: want ≥ 1", sampleRuns)
 			}
-			res, err := benchEngine(cmd.Context(), b, cfg, model.Engine(engine), seq, batch, steps, warmup, sampleBatch, sampleTokens, sampleRuns, seed)
+			res, err := benchEngine(cmd.Context(), b, cfg, eng, seq, batch, steps, warmup, sampleBatch, sampleTokens, sampleRuns, seed)
 			if err != nil {
 				return err
 			}

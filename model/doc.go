@@ -97,12 +97,14 @@
 // On this project's 2-core CPU the native engine trains 1.2–1.5× as fast as
 // PyTorch with OpenBLAS and samples 2.5–4.4× as fast (README, `bash
 // bench/compare.sh`); the graph engine on the Go backend reaches about a
-// quarter of PyTorch. Decoding splits a batch's rows between the cores for
-// a whole step and reads weights packed once per parameter update. Most of a native training step is matrix products at
-// 120–170 GFLOP/s: tall products copy each 256-deep block of weight panels
-// (and, for xᵀ·y, strips of x) into contiguous memory so power-of-two
-// strides do not collide in cache sets, and the micro-kernel keeps a 6×16
-// output tile in registers. Every element still gets the same multiply-adds
+// quarter of PyTorch (`hacrl bench engine --engine graph`). Decoding splits
+// a batch's rows between the cores for a whole step and reads weights
+// packed once per parameter update. Most of a native training step is
+// matrix products at about 160–185 GFLOP/s (`go test ./internal/kernel
+// -bench TrainingShapes`): tall products copy each 256-deep block of
+// weight panels (and, for xᵀ·y, strips of x) into contiguous memory so
+// power-of-two strides do not collide in cache sets, and the micro-kernel
+// keeps a 6×16 output tile in registers. Every element still gets the same multiply-adds
 // in the same order on every path, so results do not depend on core counts.
 // Weight gradients are accumulated by xᵀ·y without transposing x; exact GELU
 // keeps Φ from the forward pass for its derivative.

@@ -94,8 +94,8 @@
 //
 // # Speed
 //
-// On this project's 2-core CPU the native engine trains 1.2–1.5× as fast as
-// PyTorch with OpenBLAS and samples 2.5–4.4× as fast (README, `bash
+// On this project's 2-core CPU the native engine trains 1.1–1.5× as fast as
+// PyTorch with OpenBLAS and samples 2.1–4.2× as fast (README, `bash
 // bench/compare.sh`); the graph engine on the Go backend reaches about a
 // quarter of PyTorch (`hacrl bench engine --engine graph`). Decoding splits
 // a batch's rows between the cores for a whole step and reads weights

@@ -96,8 +96,9 @@ type Task struct {
 }
 
 // Dataset is a training prompt set read from a JSONL or Parquet file (by its
-// extension; verl's parquet layout is understood). Answers are checked with
-// the math verifier.
+// extension; verl's parquet layout is understood), or a data set of the shared
+// data directory by name (path: math_train, gsm8k, ...; its fields are
+// fixed). Answers are checked with the math verifier.
 type Dataset struct {
 	Path          string `yaml:"path" json:"path,omitempty"`
 	QuestionField string `yaml:"question_field" json:"question_field,omitempty"` // dotted path; "a|b" takes the first present

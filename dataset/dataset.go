@@ -33,6 +33,7 @@ type Dataset struct {
 	splits       map[task.Split][]task.Problem
 	formatWeight float64
 	check        Checker
+	skipped      int
 }
 
 var (
@@ -88,6 +89,10 @@ func (d *Dataset) WithChecker(c Checker) *Dataset {
 	n.check = c
 	return n
 }
+
+// Skipped returns how many records of the file were dropped for want of a
+// reference answer (see Options.SkipEmptyAnswers).
+func (d *Dataset) Skipped() int { return d.skipped }
 
 // Name returns the dataset's name.
 func (d *Dataset) Name() string { return d.name }
@@ -154,49 +159,89 @@ func (d *Dataset) extract() func(string) (string, bool) {
 	return verifyChecker.Extract
 }
 
-// benchmarkOptions holds the reference-answer rules of the shared benchmarks.
-var benchmarkOptions = map[string]Options{
-	"gsm8k":        {QuestionField: "question", AnswerField: "answer", AnswerRule: AnswerAfterHashes, IDField: "idx"},
-	"aime24":       {QuestionField: "problem", AnswerField: "answer", IDField: "id"},
-	"amc23":        {QuestionField: "problem|question", AnswerField: "answer", IDField: "id"},
-	"minerva_math": {QuestionField: "problem", AnswerField: "solution", AnswerRule: AnswerLastBoxed, IDField: "idx", SolutionField: "solution"},
+// sharedSet is a data set of the shared data directory that loads by name:
+// its file under the data directory and how its records read.
+type sharedSet struct {
+	file string
+	opts Options
 }
 
-// Benchmarks returns the names of the shared math benchmarks, sorted.
+// sharedSets are the data sets of the shared data directory (its README
+// gives every file's fields and reference answers).
+var sharedSets = map[string]sharedSet{
+	"gsm8k":        {"benchmarks/gsm8k/test.jsonl", Options{QuestionField: "question", AnswerField: "answer", AnswerRule: AnswerAfterHashes, IDField: "idx"}},
+	"aime24":       {"benchmarks/aime24/test.jsonl", Options{QuestionField: "problem", AnswerField: "answer", IDField: "id"}},
+	"aime25":       {"benchmarks/aime25/test.jsonl", Options{QuestionField: "problem", AnswerField: "answer", IDField: "id"}},
+	"amc23":        {"benchmarks/amc23/test.jsonl", Options{QuestionField: "problem|question", AnswerField: "answer", IDField: "id"}},
+	"minerva_math": {"benchmarks/minerva_math/test.jsonl", Options{QuestionField: "problem", AnswerField: "solution", AnswerRule: AnswerLastBoxed, IDField: "idx", SolutionField: "solution"}},
+	"math500":      {"benchmarks/math500/test.jsonl", Options{QuestionField: "problem", AnswerField: "answer", IDField: "unique_id", SolutionField: "solution"}},
+	"math":         {"benchmarks/math/test.jsonl", Options{QuestionField: "problem", AnswerField: "solution", AnswerRule: AnswerLastBoxed, IDField: "unique_id", SolutionField: "solution"}},
+	// OlympiadBench: final_answer is a one-element list, often in $...$;
+	// several answers are comma-separated; the unit field is not appended.
+	"olympiadbench": {"benchmarks/olympiadbench/test.jsonl", Options{QuestionField: "question", AnswerField: "final_answer.0", AnswerRule: AnswerNoDollars, IDField: "id"}},
+	// MATH's training split: two solutions end in an empty \boxed{} and are
+	// dropped (Dataset.Skipped counts them); "\boxed 2" reads as 2.
+	"math_train": {"train/math/train.jsonl", Options{QuestionField: "problem", AnswerField: "solution", AnswerRule: AnswerLastBoxed, IDField: "unique_id", SolutionField: "solution", SkipEmptyAnswers: true}},
+}
+
+// Benchmarks returns the names of the data sets of the shared data
+// directory, sorted: the math benchmarks and the training set math_train.
+// Each loads by name with Benchmark or LoadShared.
 func Benchmarks() []string {
-	names := make([]string, 0, len(benchmarkOptions))
-	for n := range benchmarkOptions {
+	names := make([]string, 0, len(sharedSets))
+	for n := range sharedSets {
 		names = append(names, n)
 	}
 	slices.Sort(names)
 	return names
 }
 
-// BenchmarkOptions returns the load options of benchmark name: its question
-// and answer fields and answer rule.
+// IsShared reports whether name is the name of a shared data set.
+func IsShared(name string) bool {
+	_, ok := sharedSets[name]
+	return ok
+}
+
+// BenchmarkOptions returns the load options of shared data set name: its
+// question and answer fields and answer rule.
 func BenchmarkOptions(name string) (Options, error) {
-	o, ok := benchmarkOptions[name]
+	s, ok := sharedSets[name]
 	if !ok {
 		return Options{}, fmt.Errorf("dataset: unknown benchmark %q (known: %s)", name, strings.Join(Benchmarks(), ", "))
 	}
+	o := s.opts
 	o.Name = name
 	return o, nil
 }
 
-// Benchmark loads benchmark name from the shared data directory as a dataset
-// with only a test split.
-func Benchmark(name string) (*Dataset, error) {
+// LoadShared reads the problems of shared data set name from the shared data
+// directory (found as package internal/shared describes), and how many
+// records it dropped for want of a reference answer.
+func LoadShared(name string) ([]task.Problem, int, error) {
 	opts, err := BenchmarkOptions(name)
 	if err != nil {
+		return nil, 0, err
+	}
+	dir, err := shared.Data()
+	if err != nil {
+		return nil, 0, fmt.Errorf("dataset: %s: %w", name, err)
+	}
+	b, err := loadJSONL(filepath.Join(dir, filepath.FromSlash(sharedSets[name].file)), opts)
+	if err != nil {
+		return nil, 0, err
+	}
+	return b.problems, b.skipped, nil
+}
+
+// Benchmark loads shared data set name as a dataset whose test split holds
+// all its problems (a training set too: the test split is what evaluation
+// reads).
+func Benchmark(name string) (*Dataset, error) {
+	test, skipped, err := LoadShared(name)
+	if err != nil {
 		return nil, err
 	}
-	dir, err := shared.Benchmarks()
-	if err != nil {
-		return nil, fmt.Errorf("dataset: benchmark %s: %w", name, err)
-	}
-	test, err := LoadJSONL(filepath.Join(dir, name, "test.jsonl"), opts)
-	if err != nil {
-		return nil, err
-	}
-	return New(name, nil, test), nil
+	d := New(name, nil, test)
+	d.skipped = skipped
+	return d, nil
 }

@@ -3,12 +3,15 @@ package dataset
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/hacrl/hacrl/internal/shared"
 	"github.com/hacrl/hacrl/task"
+	"github.com/hacrl/hacrl/verify"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -117,7 +120,10 @@ func TestLastBoxed(t *testing.T) {
 		{`\fbox{7}`, "7", true},
 		{`\boxed{1}\fbox{2}`, "2", true},
 		{`\boxed{`, "", false},
-		{`\boxed 5`, "", false},
+		{`\boxed 5`, "5", true},
+		{`is $\boxed 9$.`, "9", true},
+		{`\boxed5`, "", false},
+		{`\boxed `, "", false},
 		{`no box`, "", false},
 	}
 	for _, tt := range tests {
@@ -227,46 +233,135 @@ func TestLoadParquetNullsAndErrors(t *testing.T) {
 	}
 }
 
-func TestBenchmarks(t *testing.T) {
-	tests := []struct {
-		name  string
-		lines int
-		spots map[int]string // record index -> reference answer
-	}{
-		{"gsm8k", 1319, map[int]string{0: "18", 1: "3"}},
-		{"aime24", 30, map[int]string{0: "204", 7: "025"}},
-		{"amc23", 40, map[int]string{0: "27.0", 15: "-1.0"}},
-		{"minerva_math", 272, nil},
+// TestSharedSets loads every data set of the shared data directory by name
+// from a working directory outside the repository, the directory given by
+// HACRL_DATA, and checks its size, IDs and that every reference answer is
+// non-empty and judged equal to itself, bare and in a \boxed{} response.
+func TestSharedSets(t *testing.T) {
+	data, err := shared.Data()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := Benchmarks(); strings.Join(got, ",") != "aime24,amc23,gsm8k,minerva_math" {
-		t.Errorf("Benchmarks() = %v", got)
+	t.Chdir(t.TempDir())
+	t.Setenv(shared.DataEnv, data)
+	t.Setenv(shared.SharedEnv, "")
+	tests := []struct {
+		name     string
+		problems int
+		skipped  int
+		spots    map[int]string // record index -> reference answer
+	}{
+		{"aime24", 30, 0, map[int]string{0: "204", 7: "025"}},
+		{"aime25", 30, 0, map[int]string{0: "70"}},
+		{"amc23", 40, 0, map[int]string{0: "27.0", 15: "-1.0"}},
+		{"gsm8k", 1319, 0, map[int]string{0: "18", 1: "3"}},
+		{"math", 5000, 0, nil},
+		{"math500", 500, 0, map[int]string{0: `\left( 3, \frac{\pi}{2} \right)`}},
+		{"math_train", 7498, 2, nil},
+		{"minerva_math", 272, 0, map[int]string{0: "1.6"}},
+		{"olympiadbench", 675, 0, nil},
+	}
+	var names []string
+	for _, tt := range tests {
+		names = append(names, tt.name)
+	}
+	if got := Benchmarks(); !slices.Equal(got, names) {
+		t.Errorf("Benchmarks() = %v, want %v", got, names)
 	}
 	for _, tt := range tests {
-		d, err := Benchmark(tt.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Len(task.Test) != tt.lines || d.Len(task.Train) != 0 {
-			t.Errorf("%s: %d test and %d train problems, want %d and 0", tt.name, d.Len(task.Test), d.Len(task.Train), tt.lines)
-		}
-		ids := map[string]bool{}
-		for _, p := range d.Problems(task.Test) {
-			if p.Question == "" || p.Answer == "" {
-				t.Errorf("%s: empty question or answer in %+v", tt.name, p)
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Benchmark(tt.name)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if ids[p.ID] || !strings.HasPrefix(p.ID, tt.name+"/") {
-				t.Errorf("%s: bad or duplicate ID %q", tt.name, p.ID)
+			if d.Len(task.Test) != tt.problems || d.Len(task.Train) != 0 || d.Skipped() != tt.skipped {
+				t.Errorf("%d test and %d train problems, %d skipped; want %d, 0 and %d",
+					d.Len(task.Test), d.Len(task.Train), d.Skipped(), tt.problems, tt.skipped)
 			}
-			ids[p.ID] = true
-		}
-		for i, want := range tt.spots {
-			if got := d.Problem(task.Test, i).Answer; got != want {
-				t.Errorf("%s problem %d: answer %q, want %q", tt.name, i, got, want)
+			ids := map[string]bool{}
+			for _, p := range d.Problems(task.Test) {
+				if p.Question == "" || p.Answer == "" {
+					t.Errorf("empty question or answer in %+v", p)
+				}
+				if ids[p.ID] || !strings.HasPrefix(p.ID, tt.name+"/") {
+					t.Errorf("bad or duplicate ID %q", p.ID)
+				}
+				ids[p.ID] = true
+				if !verify.Equal(p.Answer, p.Answer) {
+					t.Errorf("%s: reference %q is not equal to itself", p.ID, p.Answer)
+				}
+				if r := d.Reward(p, `So the answer is \boxed{`+p.Answer+`}.`); r != 1 {
+					t.Errorf("%s: a response boxing the reference %q gets reward %v", p.ID, p.Answer, r)
+				}
 			}
+			for i, want := range tt.spots {
+				if got := d.Problem(task.Test, i).Answer; got != want {
+					t.Errorf("problem %d: answer %q, want %q", i, got, want)
+				}
+			}
+		})
+	}
+	if _, err := Benchmark("math5000"); err == nil || !strings.Contains(err.Error(), "unknown benchmark") {
+		t.Errorf("Benchmark(math5000) error = %v", err)
+	}
+}
+
+// TestSharedReferenceRules checks the reference answers that need a rule of
+// their own: OlympiadBench's $-wrapped list items, MATH's "\boxed 2".
+func TestSharedReferenceRules(t *testing.T) {
+	ob, err := Benchmark("olympiadbench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ob.Problems(task.Test) {
+		if strings.Contains(p.Answer, "$") {
+			t.Errorf("%s: answer %q keeps a $", p.ID, p.Answer)
 		}
 	}
-	if _, err := Benchmark("math500"); err == nil || !strings.Contains(err.Error(), "unknown benchmark") {
-		t.Errorf("Benchmark(math500) error = %v", err)
+	mt, err := Benchmark("math_train")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"math_train/train/algebra/24014.json": "2", "math_train/train/algebra/25040.json": "9"}
+	for _, p := range mt.Problems(task.Test) {
+		if w, ok := want[p.ID]; ok {
+			if p.Answer != w {
+				t.Errorf("%s: answer %q, want %q", p.ID, p.Answer, w)
+			}
+			delete(want, p.ID)
+		}
+		if p.ID == "math_train/train/number_theory/7115.json" || p.ID == "math_train/train/number_theory/7117.json" {
+			t.Errorf("%s (an empty \\boxed{}) was not dropped", p.ID)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("problems not found: %v", want)
+	}
+}
+
+func TestAnswerRulesAndPaths(t *testing.T) {
+	path := writeFile(t, "r.jsonl", `{"q": "a", "fa": ["$\\frac{1}{2}$"], "s": "so \\boxed{}"}
+{"q": "b", "fa": ["$69$,$84$ costs \\$5"], "s": "\\boxed 2$."}
+`)
+	ps, err := LoadJSONL(path, Options{QuestionField: "q", AnswerField: "fa.0", AnswerRule: AnswerNoDollars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 2 || ps[0].Answer != `\frac{1}{2}` || ps[1].Answer != `69,84 costs \$5` {
+		t.Errorf("AnswerNoDollars on fa.0: %+v", ps)
+	}
+	if _, err := LoadJSONL(path, Options{QuestionField: "q", AnswerField: "fa.1"}); err == nil || !strings.Contains(err.Error(), `"fa.1" missing`) {
+		t.Errorf("index past the list: error = %v", err)
+	}
+	if _, err := LoadJSONL(path, Options{QuestionField: "q", AnswerField: "s", AnswerRule: AnswerLastBoxed}); err == nil || !strings.Contains(err.Error(), "r.jsonl:1") || !strings.Contains(err.Error(), "empty answer") {
+		t.Errorf("empty \\boxed{}: error = %v", err)
+	}
+	b, err := loadJSONL(path, Options{QuestionField: "q", AnswerField: "s", AnswerRule: AnswerLastBoxed, SkipEmptyAnswers: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.skipped != 1 || len(b.problems) != 1 || b.problems[0].Answer != "2" || b.problems[0].ID != "r/1" {
+		t.Errorf("SkipEmptyAnswers: %d skipped, %+v", b.skipped, b.problems)
 	}
 }
 

@@ -37,8 +37,12 @@ const (
 	// removed, as GSM8K writes its answers ("#### 1,000" gives "1000").
 	AnswerAfterHashes AnswerRule = "hashes"
 	// AnswerLastBoxed takes the content of the last \boxed{...}, with braces
-	// matched, as MATH-style solutions write their answers.
+	// matched, as MATH-style solutions write their answers (see LastBoxed).
 	AnswerLastBoxed AnswerRule = "boxed"
+	// AnswerNoDollars takes the field with the $ delimiters of inline LaTeX
+	// removed, as OlympiadBench writes its answers ("$\frac{1}{2}$",
+	// "$69$,$84$"); an escaped \$ stays.
+	AnswerNoDollars AnswerRule = "dollars"
 )
 
 // Options says where a record keeps its question, answer and id.
@@ -63,6 +67,9 @@ type Options struct {
 	// SolutionField is the dotted path of a worked solution copied into
 	// Problem.Solution; default none.
 	SolutionField string
+	// SkipEmptyAnswers drops a record whose reference answer comes out empty
+	// (e.g. an empty \boxed{}) instead of failing the load.
+	SkipEmptyAnswers bool
 }
 
 // withDefaults fills the empty fields of o for a file at path.
@@ -92,6 +99,15 @@ func Load(path string, opts Options) ([]task.Problem, error) {
 
 // LoadJSONL reads one problem per non-blank line of a JSON Lines file.
 func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
+	b, err := loadJSONL(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	return b.problems, nil
+}
+
+// loadJSONL is LoadJSONL, returning the builder with the skipped count.
+func loadJSONL(path string, opts Options) (*builder, error) {
 	f, b, err := open(path, opts, "question", "answer")
 	if err != nil {
 		return nil, err
@@ -112,7 +128,7 @@ func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
 			break
 		}
 	}
-	return b.problems, nil
+	return b, nil
 }
 
 // open applies the default question and answer fields to opts, validates
@@ -131,9 +147,9 @@ func open(path string, opts Options, question, answer string) (*os.File, *builde
 
 func (o Options) validate() error {
 	switch o.AnswerRule {
-	case AnswerAsIs, AnswerAfterHashes, AnswerLastBoxed:
+	case AnswerAsIs, AnswerAfterHashes, AnswerLastBoxed, AnswerNoDollars:
 	default:
-		return fmt.Errorf("unknown AnswerRule %q (want %q, %q or %q)", o.AnswerRule, AnswerAsIs, AnswerAfterHashes, AnswerLastBoxed)
+		return fmt.Errorf("unknown AnswerRule %q (want %q, %q, %q or %q)", o.AnswerRule, AnswerAsIs, AnswerAfterHashes, AnswerLastBoxed, AnswerNoDollars)
 	}
 	for _, p := range []string{o.QuestionField, o.AnswerField} {
 		for _, alt := range strings.Split(p, "|") {
@@ -150,6 +166,7 @@ type builder struct {
 	opts     Options
 	problems []task.Problem
 	ids      map[string]bool
+	skipped  int // records dropped by SkipEmptyAnswers
 }
 
 func newBuilder(opts Options) *builder { return &builder{opts: opts, ids: map[string]bool{}} }
@@ -183,6 +200,10 @@ func (b *builder) add(rec map[string]any) error {
 		return err
 	}
 	answer, err := applyRule(o.AnswerRule, answerText)
+	if errors.Is(err, errEmptyAnswer) && o.SkipEmptyAnswers {
+		b.skipped++
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("field %q: %w", apath, err)
 	}
@@ -195,7 +216,7 @@ func (b *builder) add(rec map[string]any) error {
 			return err
 		}
 	}
-	id := strconv.Itoa(len(b.problems))
+	id := strconv.Itoa(len(b.problems) + b.skipped) // the record index
 	if o.IDField != "" {
 		var ipath string
 		if id, ipath, err = fieldText(rec, o.IDField, scalarText); err != nil {
@@ -239,15 +260,24 @@ func lookupAny(rec map[string]any, paths string) (any, string, error) {
 	return nil, "", fmt.Errorf("field %q missing", paths)
 }
 
-// lookup follows a dotted path through nested objects.
+// lookup follows a dotted path through nested objects; a number indexes a
+// list ("final_answer.0").
 func lookup(rec map[string]any, path string) (any, bool) {
 	var v any = rec
 	for key := range strings.SplitSeq(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[key]; !ok {
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[key]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(key)
+			if err != nil || i < 0 || i >= len(x) {
+				return nil, false
+			}
+			v = x[i]
+		default:
 			return nil, false
 		}
 	}
@@ -318,6 +348,10 @@ func kind(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
+// errEmptyAnswer is applyRule's error for a reference answer that comes out
+// empty.
+var errEmptyAnswer = errors.New("empty answer")
+
 // applyRule derives the reference answer from text.
 func applyRule(rule AnswerRule, text string) (string, error) {
 	var ans string
@@ -333,27 +367,53 @@ func applyRule(rule AnswerRule, text string) (string, error) {
 		if ans, ok = LastBoxed(text); !ok {
 			return "", errors.New(`no complete \boxed{...}`)
 		}
+	case AnswerNoDollars:
+		ans = noDollars(text)
 	default:
 		ans = text
 	}
 	ans = strings.TrimSpace(ans)
 	if ans == "" {
-		return "", errors.New("empty answer")
+		return "", errEmptyAnswer
 	}
 	return ans, nil
 }
 
+// noDollars removes the unescaped $ of s.
+func noDollars(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s):
+			b.WriteString(s[i : i+2])
+			i++
+		case s[i] != '$':
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
 // LastBoxed returns the content of the last \boxed{...} (or \fbox{...}) in s,
-// matching braces and skipping escaped ones (\{, \}). It reports false when
-// there is none or it is not closed.
+// matching braces and skipping escaped ones (\{, \}). An argument without
+// braces, "\boxed 2", runs to the next space, $ or line end, as TeX and the
+// answer checker (package verify) read it. It reports false when there is
+// none or it is not closed.
 func LastBoxed(s string) (string, bool) {
 	start := max(strings.LastIndex(s, `\boxed`), strings.LastIndex(s, `\fbox`))
 	if start < 0 {
 		return "", false
 	}
-	rest := strings.TrimLeft(strings.TrimPrefix(strings.TrimPrefix(s[start:], `\boxed`), `\fbox`), " ")
+	after := strings.TrimPrefix(strings.TrimPrefix(s[start:], `\boxed`), `\fbox`)
+	rest := strings.TrimLeft(after, " ")
 	if !strings.HasPrefix(rest, "{") {
-		return "", false
+		if len(rest) == len(after) || rest == "" {
+			return "", false
+		}
+		if stop := strings.IndexAny(rest, " $\n"); stop >= 0 {
+			rest = rest[:stop]
+		}
+		return rest, rest != ""
 	}
 	depth := 0
 	for i := 0; i < len(rest); i++ {

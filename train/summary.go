@@ -100,9 +100,29 @@ func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
 }
 
 func loadDataset(d *config.Dataset) (task.Task, error) {
+	if dataset.IsShared(d.Path) {
+		return sharedTrainTask(d)
+	}
 	return DatasetTask(d.Path, dataset.Options{
 		QuestionField: d.QuestionField, AnswerField: d.AnswerField, SolutionField: d.SolutionField, IDField: d.IDField,
 	}, d.PromptSuffix, task.Train)
+}
+
+// sharedTrainTask loads the shared data set that d.Path names (math_train,
+// gsm8k, ...) as the training split.
+func sharedTrainTask(d *config.Dataset) (task.Task, error) {
+	if d.QuestionField != "" || d.AnswerField != "" || d.SolutionField != "" || d.IDField != "" {
+		return nil, fmt.Errorf("dataset.path: %s names a shared data set, whose fields are fixed; remove question_field, answer_field, solution_field and id_field", d.Path)
+	}
+	probs, _, err := dataset.LoadShared(d.Path)
+	if err != nil {
+		return nil, err
+	}
+	ds := dataset.New(d.Path, probs, nil)
+	if d.PromptSuffix != "" {
+		ds = ds.WithSuffix(d.PromptSuffix)
+	}
+	return ds, nil
 }
 
 // DatasetTask loads a JSONL or Parquet file as a task whose problems form the

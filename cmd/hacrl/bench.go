@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -80,10 +79,10 @@ same fields; bench/compare.sh runs both.`,
 			}
 			eng, err := model.ParseEngine(engine)
 			if err != nil {
-				return fmt.Errorf("--engine: %w", err)
+				return usage("--engine: %v", err)
 			}
 			if sampleRuns < 1 {
-				return fmt.Errorf("--sample-runs %d: want ≥ 1", sampleRuns)
+				return usage("--sample-runs %d: want ≥ 1", sampleRuns)
 			}
 			res, err := benchEngine(cmd.Context(), b, cfg, eng, seq, batch, steps, warmup, sampleBatch, sampleTokens, sampleRuns, seed)
 			if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
@@ -31,10 +32,11 @@ func evalCmd() *cobra.Command {
 		Long: `Evaluate one saved agent, alone, as at inference.
 
 --set is "test" or "train" (a split of the task the agent was trained on, from
-its agent.json), a shared math benchmark (gsm8k, aime24, amc23, minerva_math;
-answers checked by the math verifier), or a JSONL/Parquet file. Greedy accuracy
-always; with --samples k also avg@k, pass@k and maj@k at --temperature.
-Prints one JSON object.`,
+its agent.json), a data set of the shared data directory (` + strings.Join(dataset.Benchmarks(), ", ") + `;
+answers checked by the math verifier; see hacrl help for where the data is
+found), or a JSONL/Parquet file. Greedy accuracy always; with --samples k also
+avg@k, pass@k and maj@k at --temperature.
+Prints one JSON object on standard output, nothing else.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dir := args[0]
@@ -70,9 +72,14 @@ Prints one JSON object.`,
 				}
 				split = task.Split(set)
 			case isBenchmark(set):
-				if t, err = dataset.Benchmark(set); err != nil {
+				d, err := dataset.Benchmark(set)
+				if err != nil {
 					return err
 				}
+				if d.Skipped() > 0 {
+					fmt.Fprintf(os.Stderr, "hacrl eval: %s: %d records without a reference answer left out\n", set, d.Skipped())
+				}
+				t = d
 			default:
 				if t, err = train.DatasetTask(set, dataset.Options{}, "", task.Test); err != nil {
 					return err

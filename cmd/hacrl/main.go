@@ -2,6 +2,11 @@
 // collaborative RL (HACPO), evaluates them, and provides the tools around it:
 // supervised warm start, tokenizer training, answer verification, plots and
 // engine benchmarks. Run `hacrl help` for the commands.
+//
+// Commands that print results print them, and only them, on standard output
+// (JSON where they say so); progress and diagnostics go to standard error.
+// The exit status is 0 on success, 1 on failure (verify: not equal), 2 on a
+// usage error and 130 when interrupted.
 package main
 
 import (
@@ -10,9 +15,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
+	"github.com/hacrl/hacrl/internal/shared"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func main() {
@@ -28,22 +37,177 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aborted")
 		os.Exit(130)
 	}()
+	root := rootCmd()
+	root.SetArgs(positionalNumbers(root, os.Args[1:]))
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return
+	}
+	var ec exitCode
+	if errors.As(err, &ec) {
+		os.Exit(int(ec)) // the command already said why
+	}
+	fmt.Fprintln(os.Stderr, "hacrl:", err)
+	switch {
+	case errors.As(err, &usageErr{}):
+		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		os.Exit(2)
+	case ctx.Err() != nil:
+		os.Exit(130)
+	}
+	os.Exit(1)
+}
+
+const rootLong = `hacrl trains several different language models together on one verifiable
+task with HACPO (heterogeneous agent collaborative RL), and evaluates them.
+
+Results go to standard output (JSON where a command says so), progress and
+diagnostics to standard error.
+
+The shared data (the math benchmarks and training sets that --set, benchmark:
+and dataset.path name) is the first of: --data DIR; $HACRL_DATA;
+$HACRL_SHARED/data; shared/data in the parent or grandparent of the binary's
+directory; ../shared/data beside the repository found above the working
+directory.
+
+Exit status:
+  0    success (verify: equal)
+  1    failure (verify: not equal; verify --jsonl: a bad line; any error)
+  2    usage error: unknown command or flag, wrong arguments, bad flag value
+  130  interrupted (SIGINT/SIGTERM; train saves a checkpoint first)`
+
+// rootCmd builds the command tree with hacrl's usage errors: flag and
+// argument errors of every command are usageErr.
+func rootCmd() *cobra.Command {
+	var data string
 	root := &cobra.Command{
 		Use:           "hacrl",
 		Short:         "Heterogeneous Agent Collaborative Reinforcement Learning",
+		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if data == "" {
+				return nil
+			}
+			abs, err := filepath.Abs(data)
+			if err != nil {
+				return usage("--data %s: %v", data, err)
+			}
+			if st, err := os.Stat(abs); err != nil || !st.IsDir() {
+				return usage("--data %s: not a directory", data)
+			}
+			// The variable carries the choice to the processes a command
+			// starts (hacrl experiment's cells).
+			return os.Setenv(shared.DataEnv, abs)
+		},
 	}
+	root.PersistentFlags().StringVar(&data, "data", "", "shared data directory, holding benchmarks/ and train/ (default: see hacrl help)")
 	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd())
-	if err := root.ExecuteContext(ctx); err != nil {
-		var ec exitCode
-		if errors.As(err, &ec) {
-			os.Exit(int(ec)) // the command already said why
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr{err.Error()} })
+	usageErrors(root)
+	return root
+}
+
+// usageErrors makes the argument errors of c and its subcommands usageErr,
+// and makes a command that only groups others (hacrl, hacrl bench) refuse an
+// unknown subcommand.
+func usageErrors(c *cobra.Command) {
+	if !c.Runnable() && c.HasSubCommands() {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(s, ", "))
+			}
+			return usageErr{msg}
 		}
-		fmt.Fprintln(os.Stderr, "hacrl:", err)
-		os.Exit(1)
+		c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	} else if args := c.Args; args != nil {
+		c.Args = func(cmd *cobra.Command, a []string) error {
+			if err := args(cmd, a); err != nil {
+				return usageErr{err.Error()}
+			}
+			return nil
+		}
+	}
+	for _, s := range c.Commands() {
+		usageErrors(s)
 	}
 }
+
+// positionalNumbers returns args with the arguments that look like negative
+// numbers or signed math ("-3", "-.5", "-\frac{1}{2}": a '-' followed by
+// anything but a letter or '-') kept as positional arguments, which the flag
+// parser would take for shorthand flags. When there is one, the command's
+// positional arguments move, in order, behind a "--"; its flags and their
+// values stay in front.
+func positionalNumbers(root *cobra.Command, args []string) []string {
+	cmd, rest, err := root.Find(args)
+	if err != nil || cmd.DisableFlagParsing {
+		return args
+	}
+	lookup := func(name string) *pflag.Flag {
+		if f := cmd.Flags().Lookup(name); f != nil {
+			return f
+		}
+		return cmd.InheritedFlags().Lookup(name)
+	}
+	short := func(c byte) *pflag.Flag {
+		if f := cmd.Flags().ShorthandLookup(string(c)); f != nil {
+			return f
+		}
+		return cmd.InheritedFlags().ShorthandLookup(string(c))
+	}
+	var flags, positional []string
+	signed := false
+	for i := 0; i < len(rest); i++ {
+		a := rest[i]
+		switch {
+		case a == "--":
+			positional = append(positional, rest[i+1:]...)
+			i = len(rest)
+		case strings.HasPrefix(a, "--"):
+			flags = append(flags, a)
+			if f := lookup(a[2:]); !strings.Contains(a, "=") && f != nil && f.NoOptDefVal == "" && i+1 < len(rest) {
+				flags = append(flags, rest[i+1])
+				i++
+			}
+		case len(a) > 1 && a[0] == '-' && !isLetter(a[1]) && short(a[1]) == nil:
+			positional = append(positional, a)
+			signed = true
+		case len(a) > 1 && a[0] == '-':
+			flags = append(flags, a)
+			// -abc: the first flag that takes a value takes the rest of
+			// the word, or the next argument when it ends the word.
+			for j := 1; j < len(a); j++ {
+				if f := short(a[j]); f != nil && f.NoOptDefVal == "" {
+					if j == len(a)-1 && i+1 < len(rest) {
+						flags = append(flags, rest[i+1])
+						i++
+					}
+					break
+				}
+			}
+		default:
+			positional = append(positional, a)
+		}
+	}
+	if !signed {
+		return args
+	}
+	var path []string
+	for c := cmd; c.HasParent(); c = c.Parent() {
+		path = append([]string{c.Name()}, path...)
+	}
+	out := append(path, flags...)
+	out = append(out, "--")
+	return append(out, positional...)
+}
+
+func isLetter(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 
 // exitCode is an error that asks for a specific exit status.
 type exitCode int

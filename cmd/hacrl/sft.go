@@ -18,8 +18,9 @@ func sftCmd() *cobra.Command {
 		Long: `Train one agent from scratch or from a checkpoint by cross-entropy on the
 worked solutions of a task (or a dataset's answers), and save it as a checkpoint
 directory (config.json, model.safetensors, tokenizer.json, agent.json) that a
-train config names as an agent's checkpoint. examples/sft/ has the configs that
-remake the example agents.`,
+train config names as an agent's checkpoint. examples/sft/ has the configs of
+the example agents; they write to runs/sft/<name>, and --out
+examples/agents/<name> replaces a shipped agent deliberately.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.LoadSFT(args[0])

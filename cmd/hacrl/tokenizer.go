@@ -33,7 +33,7 @@ character of the corpus (plus printable ASCII). Special tokens: <pad> <s> </s>
 			case "char":
 				tok, err = tokenizer.NewChar(train.Alphabet(corpus), train.Specials(template))
 			default:
-				return fmt.Errorf("--kind must be bpe or char, got %q", kind)
+				return usage("--kind must be bpe or char, got %q", kind)
 			}
 			if err != nil {
 				return err

@@ -18,16 +18,18 @@ func verifyCmd() *cobra.Command {
 ANSWER may be a bare answer or a whole response, whose final answer is then
 extracted (last \boxed{}, "the answer is", #### N, else the last number); the
 answers are normalized and compared as numbers, fractions, expressions,
-tuples, intervals, sets or matrices. Exit status 0 when equal, 1 when not.
+tuples, intervals, sets or matrices. Exit status 0 when equal, 1 when not,
+2 on a usage error. A negative answer is an argument, not a flag:
+hacrl verify -3 -3.
 
 With --jsonl FILE (or - for standard input), every line {"answer": …,
 "reference": …} is written back to standard output, in order, with
 "equal": true|false added; a bad line is reported on standard error with its
-line number and the others go on (exit status 2 if any line was bad).`,
+line number and the others go on (exit status 1 if any line was bad).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if jsonl != "" {
 				if len(args) != 0 {
-					return fmt.Errorf("--jsonl takes no positional arguments")
+					return usage("--jsonl takes no positional arguments, got %d", len(args))
 				}
 				in := os.Stdin
 				if jsonl != "-" {
@@ -47,12 +49,12 @@ line number and the others go on (exit status 2 if any line was bad).`,
 					return err
 				}
 				if sum.Bad > 0 {
-					return exitCode(2)
+					return exitCode(1)
 				}
 				return nil
 			}
 			if len(args) != 2 {
-				return fmt.Errorf("want ANSWER REFERENCE, or --jsonl FILE")
+				return usage("want ANSWER REFERENCE, or --jsonl FILE; got %d arguments", len(args))
 			}
 			if verify.EqualAnswer(args[0], args[1]) {
 				fmt.Println("equal")

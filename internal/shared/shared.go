@@ -82,7 +82,12 @@ func find(getenv func(string) string, exe, wd string) (string, error) {
 		return existing(filepath.Join(d, "data"), SharedEnv+"/data")
 	}
 	var looked []string
+	seen := map[string]bool{}
 	try := func(dir, why string) bool {
+		if seen[dir] {
+			return false
+		}
+		seen[dir] = true
 		looked = append(looked, dir+" ("+why+")")
 		st, err := os.Stat(dir)
 		return err == nil && st.IsDir()

@@ -79,7 +79,8 @@ func (o Options) withDefaults(path, question, answer string) Options {
 	return o
 }
 
-// Load reads the problems of a .jsonl or .parquet file.
+// Load reads the problems of a .jsonl or .parquet file; a file with none is
+// an error.
 func Load(path string, opts Options) ([]task.Problem, error) {
 	switch {
 	case strings.HasSuffix(path, ".jsonl"):
@@ -90,7 +91,11 @@ func Load(path string, opts Options) ([]task.Problem, error) {
 	return nil, fmt.Errorf("dataset %s: unknown format (want a .jsonl or .parquet file)", path)
 }
 
-// LoadJSONL reads one problem per non-blank line of a JSON Lines file.
+// bom is the UTF-8 byte-order mark some editors write at the start of a file.
+var bom = []byte("\uFEFF")
+
+// LoadJSONL reads one problem per non-blank line of a JSON Lines file. A
+// UTF-8 byte-order mark at the start of the file or of a line is skipped.
 func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
 	f, b, err := open(path, opts, "question", "answer")
 	if err != nil {
@@ -103,6 +108,7 @@ func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("dataset %s:%d: %w", path, line, err)
 		}
+		text = bytes.TrimPrefix(text, bom)
 		if len(bytes.TrimSpace(text)) > 0 {
 			if perr := b.addJSON(text); perr != nil {
 				return nil, fmt.Errorf("dataset %s:%d: %w", path, line, perr)
@@ -112,7 +118,7 @@ func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
 			break
 		}
 	}
-	return b.problems, nil
+	return b.result(path, "records")
 }
 
 // open applies the default question and answer fields to opts, validates
@@ -153,6 +159,15 @@ type builder struct {
 }
 
 func newBuilder(opts Options) *builder { return &builder{opts: opts, ids: map[string]bool{}} }
+
+// result returns the problems read from path; a file without any (records
+// or rows, as what says) is an error, not an empty set.
+func (b *builder) result(path, what string) ([]task.Problem, error) {
+	if len(b.problems) == 0 {
+		return nil, fmt.Errorf("dataset %s: no %s (the file holds no problems)", path, what)
+	}
+	return b.problems, nil
+}
 
 func (b *builder) addJSON(line []byte) error {
 	d := json.NewDecoder(bytes.NewReader(line))

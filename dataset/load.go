@@ -7,7 +7,8 @@
 // the reference answer is derived from its field by an AnswerRule (as is,
 // after "####" as in GSM8K, or the last \boxed{} of a solution). A bad record
 // fails the load with an error naming the file, the line or row, the field and
-// what was expected.
+// what was expected, and so does a file without any problem; a UTF-8
+// byte-order mark at the start of a JSONL file or line is skipped.
 package dataset
 
 import (

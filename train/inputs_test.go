@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/task"
 	"github.com/hacrl/hacrl/tokenizer"
 )
@@ -416,5 +418,63 @@ func TestSFTExamplesTooLong(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(cfg.Out, "sft.json"))
 	if err != nil || !strings.Contains(string(raw), `"examples": 5`) {
 		t.Errorf("sft.json %s (%v), want 5 examples", raw, err)
+	}
+}
+
+// A tokenizer smaller than the model's vocabulary makes the extra rows
+// padding that the agent never samples; a larger one is an error.
+func TestTokenizerSmallerThanVocabulary(t *testing.T) {
+	ckpt := filepath.Join("..", "examples", "agents", "gpt-char") // 100 rows
+	small, err := tokenizer.NewChar("0123456789+-= #\n", Specials("plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	smallPath := filepath.Join(t.TempDir(), "small.json")
+	if err := small.Save(smallPath); err != nil {
+		t.Fatal(err)
+	}
+	b, err := backend.New(backend.Sequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := config.Agent{Name: "a", Checkpoint: ckpt, Tokenizer: smallPath, Template: config.Template{Kind: "plain"},
+		Optimizer: config.Optimizer{LR: 1e-3, WeightDecay: new(float64)},
+		Sampling:  config.Sampling{Temperature: 3, TopP: 1, MaxNewTokens: 20}}
+	a, err := loadAgent(b, 0, ac, false, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := small.VocabSize()
+	if a.Sampling.Vocab != V || V >= a.Model.Config().Vocab {
+		t.Fatalf("sampling limited to %d ids, tokenizer has %d, model %d", a.Sampling.Vocab, V, a.Model.Config().Vocab)
+	}
+	prompts := renderPrompts(a, []task.Problem{{Question: "12+34"}, {Question: "9-8"}})
+	batch := [][]int{}
+	for range 16 {
+		batch = append(batch, prompts...)
+	}
+	for _, opt := range []model.SampleOptions{a.Sampling, {MaxNewTokens: 20, Temperature: 3}} {
+		s, err := a.Model.Generate(context.Background(), batch, opt, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		beyond := 0
+		for _, x := range s {
+			for _, tok := range x.Tokens {
+				if tok >= V {
+					beyond++
+				}
+			}
+		}
+		if opt.Vocab == V && beyond > 0 {
+			t.Errorf("the agent sampled %d padding ids", beyond)
+		}
+		if opt.Vocab == 0 && beyond == 0 {
+			t.Error("without the limit no id beyond the tokenizer was sampled either; the test proves nothing")
+		}
+	}
+	ac.Tokenizer = filepath.Join("..", "examples", "agents", "llama-bpe", "tokenizer.json") // 320 tokens
+	if _, err := loadAgent(b, 0, ac, false, func(string) {}); err == nil || !strings.Contains(err.Error(), "has 320 tokens but the model's vocabulary is 100") {
+		t.Errorf("a tokenizer larger than the vocabulary: %v", err)
 	}
 }

@@ -106,6 +106,14 @@ type Dataset struct {
 	SolutionField string `yaml:"solution_field" json:"solution_field,omitempty"` // worked solutions, for SFT
 	IDField       string `yaml:"id_field" json:"id_field,omitempty"`
 	PromptSuffix  string `yaml:"prompt_suffix" json:"prompt_suffix,omitempty"` // appended to every question (e.g. the paper's \boxed{} instruction)
+	// TooLong says what happens to training problems whose prompt, with an
+	// agent's template and tokenizer, leaves no room for that agent's
+	// sampling.max_new_tokens within its model's max_seq. They are all
+	// found before the first step. "error" (the default) stops the run
+	// with their count per agent and the first few problem ids; "drop"
+	// leaves every problem too long for any agent out of all agents'
+	// training sets and logs how many.
+	TooLong string `yaml:"too_long" json:"too_long,omitempty"`
 }
 
 // Batch holds the four batch sizes (see the package doc).
@@ -229,6 +237,9 @@ func Parse(data []byte) (*Config, error) {
 }
 
 func (c *Config) applyDefaults() {
+	if c.Dataset != nil && c.Dataset.TooLong == "" {
+		c.Dataset.TooLong = "error"
+	}
 	if c.Method.Name == "" {
 		c.Method.Name = "hacpo"
 	}
@@ -349,6 +360,9 @@ func (c *Config) Validate() error {
 	if c.Dataset != nil && c.Dataset.Path == "" {
 		bad("dataset.path", "required (a .jsonl or .parquet file)")
 	}
+	if c.Dataset != nil {
+		checkTooLong(bad, c.Dataset.TooLong)
+	}
 	b := c.Batch
 	if b.PromptsPerStep <= 0 {
 		bad("batch.prompts_per_step", "must be > 0, got %d", b.PromptsPerStep)
@@ -455,6 +469,16 @@ func (c *Config) Validate() error {
 		bad("checkpoint", "every must be >= 0 and keep >= 1")
 	}
 	return errors.Join(errs...)
+}
+
+// checkTooLong reports a dataset.too_long other than error or drop ("" is
+// the default, error).
+func checkTooLong(bad func(path, format string, args ...any), v string) {
+	switch v {
+	case "", "error", "drop":
+	default:
+		bad("dataset.too_long", "must be error or drop, got %q", v)
+	}
 }
 
 // LlamaHidden is the default SwiGLU width for a llama model of width dim:

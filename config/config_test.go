@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,5 +138,38 @@ optimizer: {lr: 0.001}
 				t.Fatalf("error %v, want one naming %s and containing %q", err, path, tc.want)
 			}
 		})
+	}
+}
+
+// dataset.too_long is error (the default) or drop, in run and SFT configs.
+func TestDatasetTooLong(t *testing.T) {
+	dataset := strings.Replace(valid, "task: {name: arith, digits: 2}", "dataset: {path: d.jsonl%s}", 1)
+	dataset = strings.Replace(dataset, "sets: [{name: test, split: test, problems: 50}]", "sets: []", 1)
+	for _, tc := range []struct{ value, want, err string }{
+		{"", "error", ""},
+		{", too_long: error", "error", ""},
+		{", too_long: drop", "drop", ""},
+		{", too_long: skip", "", `dataset.too_long: must be error or drop, got "skip"`},
+	} {
+		c, err := Parse([]byte(fmt.Sprintf(dataset, tc.value)))
+		switch {
+		case tc.err != "":
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("too_long%s: %v, want %q", tc.value, err, tc.err)
+			}
+		case err != nil:
+			t.Errorf("too_long%s: %v", tc.value, err)
+		case c.Dataset.TooLong != tc.want:
+			t.Errorf("too_long%s: got %q, want %q", tc.value, c.Dataset.TooLong, tc.want)
+		}
+	}
+	sft := SFT{Out: "o", Engine: "auto", Checkpoint: "c", Dataset: &Dataset{Path: "d.jsonl", TooLong: "trim"}, Steps: 1, BatchSize: 1,
+		Template: Template{Kind: "plain"}, Optimizer: Optimizer{LR: 1, WeightDecay: new(float64), Schedule: "constant"}}
+	if err := sft.Validate(); err == nil || !strings.Contains(err.Error(), `dataset.too_long: must be error or drop, got "trim"`) {
+		t.Errorf("SFT with too_long: trim: %v", err)
+	}
+	sft.Dataset.TooLong = "drop"
+	if err := sft.Validate(); err != nil {
+		t.Errorf("SFT with too_long: drop: %v", err)
 	}
 }

@@ -111,6 +111,9 @@ func (s *SFT) Validate() error {
 	if (s.Task == nil) == (s.Dataset == nil) {
 		bad("task", "give exactly one of task or dataset")
 	}
+	if s.Dataset != nil {
+		checkTooLong(bad, s.Dataset.TooLong)
+	}
 	if s.Checkpoint == "" && s.Tokenizer.Path == "" {
 		switch s.Tokenizer.Kind {
 		case "char":

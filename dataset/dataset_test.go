@@ -53,6 +53,48 @@ func TestLoadJSONL(t *testing.T) {
 	}
 }
 
+// A UTF-8 byte-order mark at the start of the file, or of any line (as
+// files concatenated from several editors have), is not part of the JSON.
+func TestLoadJSONLByteOrderMark(t *testing.T) {
+	const bom = "\uFEFF"
+	for name, content := range map[string]string{
+		"file":       bom + `{"question": "a", "answer": "1"}` + "\n" + `{"question": "b", "answer": "2"}` + "\n",
+		"every line": bom + `{"question": "a", "answer": "1"}` + "\r\n" + bom + `{"question": "b", "answer": "2"}`,
+		"blank line": bom + "\n" + `{"question": "a", "answer": "1"}` + "\n" + bom + `{"question": "b", "answer": "2"}` + "\n",
+	} {
+		ps, err := LoadJSONL(writeFile(t, "bom.jsonl", content), Options{})
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(ps) != 2 || ps[0].Question != "a" || ps[0].ID != "bom/0" || ps[1].Answer != "2" {
+			t.Errorf("%s: got %+v", name, ps)
+		}
+	}
+	// A mark inside a line is still an error.
+	if _, err := LoadJSONL(writeFile(t, "bom.jsonl", `{"question": "a", "answer": "1"}`+"\n "+bom+`{"question": "b", "answer": "2"}`), Options{}); err == nil || !strings.Contains(err.Error(), "bom.jsonl:2") {
+		t.Errorf("a mark after a space: %v, want an error on line 2", err)
+	}
+}
+
+// A file without a single problem is an error naming it, whatever the
+// format, rather than an empty set that a training run divides by.
+func TestLoadEmptyFile(t *testing.T) {
+	for _, content := range []string{"", "\n\n", "\uFEFF", "  \n\t\n"} {
+		path := writeFile(t, "empty.jsonl", content)
+		if _, err := Load(path, Options{}); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "no records") {
+			t.Errorf("Load(%q): %v, want an error naming the file", content, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "empty.parquet")
+	if err := parquet.WriteFile(path, []verlRow{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, Options{}); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "no rows") {
+		t.Errorf("Load(empty Parquet): %v, want an error naming the file", err)
+	}
+}
+
 func TestLoadJSONLChatAndRules(t *testing.T) {
 	path := writeFile(t, "c.jsonl", `{"prompt": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "first"}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": "Sum?"}], "sol": "so #### 1,234\n"}
 `)

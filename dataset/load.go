@@ -7,7 +7,8 @@
 // the reference answer is derived from its field by an AnswerRule (as is,
 // after "####" as in GSM8K, or the last \boxed{} of a solution). A bad record
 // fails the load with an error naming the file, the line or row, the field and
-// what was expected.
+// what was expected, and so does a file without any problem; a UTF-8
+// byte-order mark at the start of a JSONL file or line is skipped.
 package dataset
 
 import (
@@ -86,7 +87,8 @@ func (o Options) withDefaults(path, question, answer string) Options {
 	return o
 }
 
-// Load reads the problems of a .jsonl or .parquet file.
+// Load reads the problems of a .jsonl or .parquet file; a file with none is
+// an error.
 func Load(path string, opts Options) ([]task.Problem, error) {
 	switch {
 	case strings.HasSuffix(path, ".jsonl"):
@@ -97,13 +99,17 @@ func Load(path string, opts Options) ([]task.Problem, error) {
 	return nil, fmt.Errorf("dataset %s: unknown format (want a .jsonl or .parquet file)", path)
 }
 
-// LoadJSONL reads one problem per non-blank line of a JSON Lines file.
+// bom is the UTF-8 byte-order mark some editors write at the start of a file.
+var bom = []byte("\uFEFF")
+
+// LoadJSONL reads one problem per non-blank line of a JSON Lines file. A
+// UTF-8 byte-order mark at the start of the file or of a line is skipped.
 func LoadJSONL(path string, opts Options) ([]task.Problem, error) {
 	b, err := loadJSONL(path, opts)
 	if err != nil {
 		return nil, err
 	}
-	return b.problems, nil
+	return b.result(path, "records")
 }
 
 // loadJSONL is LoadJSONL, returning the builder with the skipped count.
@@ -119,6 +125,7 @@ func loadJSONL(path string, opts Options) (*builder, error) {
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("dataset %s:%d: %w", path, line, err)
 		}
+		text = bytes.TrimPrefix(text, bom)
 		if len(bytes.TrimSpace(text)) > 0 {
 			if perr := b.addJSON(text); perr != nil {
 				return nil, fmt.Errorf("dataset %s:%d: %w", path, line, perr)
@@ -170,6 +177,15 @@ type builder struct {
 }
 
 func newBuilder(opts Options) *builder { return &builder{opts: opts, ids: map[string]bool{}} }
+
+// result returns the problems read from path; a file without any (records
+// or rows, as what says) is an error, not an empty set.
+func (b *builder) result(path, what string) ([]task.Problem, error) {
+	if len(b.problems) == 0 {
+		return nil, fmt.Errorf("dataset %s: no %s (the file holds no problems)", path, what)
+	}
+	return b.problems, nil
+}
 
 func (b *builder) addJSON(line []byte) error {
 	d := json.NewDecoder(bytes.NewReader(line))

@@ -47,7 +47,7 @@ func LoadParquet(path string, opts Options) ([]task.Problem, error) {
 			return nil, err
 		}
 	}
-	return b.problems, nil
+	return b.result(path, "rows")
 }
 
 var errReconstruct = errors.New("cannot decode row")

@@ -80,7 +80,7 @@ func benchSample(b *testing.B, cfg Config) {
 	for range benchBatch {
 		prompts = append(prompts, randomTokens(rng, benchPrompt, 32))
 	}
-	opt := SampleOptions{MaxNewTokens: benchConfig.MaxSeq - benchPrompt}
+	opt := SampleOptions{MaxNewTokens: benchConfig.MaxSeq - benchPrompt, Temperature: 1}
 	if _, err := m.Generate(ctx, prompts, opt, rng); err != nil {
 		b.Fatal(err)
 	}

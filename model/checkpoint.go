@@ -57,7 +57,7 @@ func (m *Model) named(values []*tensors.Tensor) map[string]safetensors.Tensor {
 // checkpoint with the same layout: dir/config.json and dir/model.safetensors
 // (F32, F16, BF16 or F64 tensors; GPT-2's "transformer." prefix is accepted,
 // and tensors the model does not use are ignored). Errors name the file and
-// the tensor or field at fault.
+// the tensor or field at fault; a NaN or infinite weight is refused.
 func Load(b compute.Backend, dir string) (*Model, error) {
 	cfg, err := ReadConfig(filepath.Join(dir, ConfigFile))
 	if err != nil {
@@ -116,6 +116,9 @@ func decodeParams(path string, ts map[string]safetensors.Tensor, specs []paramSp
 		default:
 			err = fmt.Errorf("dtype %s, want F32, F16, BF16 or F64", t.DType)
 		}
+		if err == nil {
+			err = checkFinite(v)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("model: load %s: tensor %q: %w", path, aliases(s.name)[0], err)
 		}
@@ -125,6 +128,19 @@ func decodeParams(path string, ts map[string]safetensors.Tensor, specs []paramSp
 		out[i] = tensors.FromFlatDataAndDimensions(v, s.shape...)
 	}
 	return out, nil
+}
+
+// checkFinite reports the first NaN or infinite value of v (a float64
+// value too large for float32 arrives here as infinite): weights and
+// optimizer moments must be finite, and one such value would make every
+// forward pass through it non-finite.
+func checkFinite(v []float32) error {
+	for i, x := range v {
+		if x-x != 0 { // NaN and ±Inf, in one comparison
+			return fmt.Errorf("element %d is %v; a checkpoint must hold finite values", i, x)
+		}
+	}
+	return nil
 }
 
 // transpose returns the row-major rows×cols matrix v transposed.
@@ -172,7 +188,7 @@ func (t *Trainer) SaveState(dir string) error {
 }
 
 // LoadState restores the optimizer state written by SaveState and clears the
-// accumulated gradient.
+// accumulated gradient. A NaN or infinite moment is refused, naming its tensor.
 func (t *Trainer) LoadState(dir string) error {
 	if t.m.dtype != dtypes.Float32 {
 		return errors.New("model: load optimizer state: only float32 models")

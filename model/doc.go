@@ -4,9 +4,17 @@
 // hands it per-token weights.
 //
 //   - New / Load / Save / Clone: a Model is a Config plus float32 parameters
-//     named as in Hugging Face checkpoints.
+//     named as in Hugging Face checkpoints. Load refuses a NaN or infinite
+//     weight (and LoadState a NaN or infinite optimizer moment), naming the
+//     file, the tensor and the element.
 //   - Generate: batched sampling with a key/value cache; host-side
 //     temperature, top-k, top-p or greedy choice with a seeded *rand.Rand.
+//     Temperature 0 means greedy (the limit of T → 0), on both engines.
+//     SampleOptions.Vocab gives a padded vocabulary its meaning: a model
+//     whose embedding has more rows than its tokenizer has tokens (Qwen2.5
+//     and Qwen3: 151936 rows for about 151665 tokens) never samples the
+//     extra ids; their rows stay in the softmax, so log-probs are those of
+//     the whole vocabulary, as Score computes them.
 //   - Score: per-token log-probs (and entropies) of prompt+response sequences.
 //   - Trainer: Accumulate adds ∇θ Σ w·log p over micro-batches; Apply takes an
 //     AdamW step with global-norm clipping; SaveState/LoadState resume it.

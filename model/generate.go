@@ -14,16 +14,26 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 )
 
-// SampleOptions controls Generate. The zero value samples from the model's
-// own distribution (temperature 1, no top-k or top-p filtering).
+// SampleOptions controls Generate. Temperature 0 is greedy decoding, so the
+// zero value (with MaxNewTokens set) decodes greedily; Temperature 1 with no
+// top-k or top-p filtering samples from the model's own distribution.
 type SampleOptions struct {
 	MaxNewTokens int     // at most this many tokens per sequence (> 0)
-	Temperature  float64 // divides the logits; 0 means 1
+	Temperature  float64 // divides the logits; 0 means greedy (as Greedy), the limit of T → 0
 	TopP         float64 // nucleus sampling: keep the smallest set of tokens with mass ≥ TopP; 0 or 1 means off
 	TopK         int     // keep only the TopK most likely tokens; 0 means off
-	Greedy       bool    // take the most likely token (the lowest id among ties); ignores the rest
+	Greedy       bool    // take the most likely token (the lowest id among ties); ignores Temperature, TopP and TopK
 	Stop         []int   // token ids that end a sequence (e.g. EOS)
+	// Vocab, when > 0, limits sampling to token ids below it: the tokenizer's
+	// size when the model's vocabulary is padded beyond the tokenizer (as
+	// Qwen2.5's 151936 rows for 151665 tokens). Ids at or above Vocab are
+	// never sampled, greedily or not; the log-probs Generate and Score report
+	// stay those of the model's whole vocabulary. 0 means every id.
+	Vocab int
 }
+
+// greedy reports whether opt decodes greedily: Greedy, or temperature 0.
+func (opt SampleOptions) greedy() bool { return opt.Greedy || opt.Temperature == 0 }
 
 // Sample is one generated continuation.
 type Sample struct {
@@ -75,7 +85,7 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 	if err := m.checkGenerate(prompts, opt); err != nil {
 		return nil, err
 	}
-	if rng == nil && !opt.Greedy {
+	if rng == nil && !opt.greedy() {
 		return nil, fmt.Errorf("model: Generate: rng is nil")
 	}
 	limit := make([]int, len(prompts)) // new tokens allowed per row
@@ -268,6 +278,8 @@ func (m *Model) checkGenerate(prompts [][]int, opt SampleOptions) error {
 		return fmt.Errorf("model: Generate: TopP is %v, want within [0,1]", opt.TopP)
 	case opt.TopK < 0:
 		return fmt.Errorf("model: Generate: TopK is %d, want ≥ 0", opt.TopK)
+	case opt.Vocab < 0 || opt.Vocab > m.cfg.Vocab:
+		return fmt.Errorf("model: Generate: Vocab is %d, want 0 (all) to the model's vocabulary of %d", opt.Vocab, m.cfg.Vocab)
 	}
 	for i, p := range prompts {
 		if len(p) == 0 || len(p) >= m.cfg.MaxSeq {
@@ -357,10 +369,15 @@ func byDecreasingLogit(logits []float64) func(a, b int) int {
 }
 
 // pick chooses the next token from one row of logits and returns it with its
-// log-probability under the unfiltered, temperature-1 distribution.
+// log-probability under the unfiltered, temperature-1 distribution over the
+// whole row. Only ids below opt.Vocab (when set) are candidates.
 func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
-	// e holds exp(x − max x), shared by the log-sum-exp and, at temperature
-	// 1, the sampling weights.
+	full := logits
+	if opt.Vocab > 0 && opt.Vocab < len(logits) {
+		logits = logits[:opt.Vocab]
+	}
+	// e holds exp(x − max x) of the candidates, shared by the log-sum-exp
+	// and, at temperature 1, the sampling weights.
 	top := logits[0]
 	for _, v := range logits {
 		top = max(top, v)
@@ -372,7 +389,10 @@ func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
 		sum += e[i]
 	}
 	lse := top + math.Log(sum)
-	if opt.Greedy {
+	if rest := full[len(logits):]; len(rest) > 0 { // padding ids keep their mass
+		lse = logAddExp(lse, lseOf(rest))
+	}
+	if opt.greedy() {
 		best := 0
 		for i, x := range logits {
 			if x > logits[best] {
@@ -382,9 +402,6 @@ func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
 		return best, logits[best] - lse
 	}
 	temp := opt.Temperature
-	if temp == 0 {
-		temp = 1
-	}
 	weight := func(c int) float64 { // the token's unnormalized probability at temp
 		if temp == 1 {
 			return e[c]
@@ -444,4 +461,31 @@ func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
 		}
 	}
 	return chosen, logits[chosen] - lse
+}
+
+// lseOf is log Σ exp(x) over xs (non-empty).
+func lseOf(xs []float64) float64 {
+	top := xs[0]
+	for _, x := range xs {
+		top = max(top, x)
+	}
+	if math.IsInf(top, 0) {
+		return top
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += math.Exp(x - top)
+	}
+	return top + math.Log(sum)
+}
+
+// logAddExp is log(exp(a) + exp(b)).
+func logAddExp(a, b float64) float64 {
+	if a < b {
+		a, b = b, a
+	}
+	if math.IsInf(a, -1) {
+		return a
+	}
+	return a + math.Log1p(math.Exp(b-a))
 }

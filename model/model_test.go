@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -154,7 +155,7 @@ func TestReadHFConfig(t *testing.T) {
 func TestSamplerMatchesScorer(t *testing.T) {
 	ctx := context.Background()
 	opts := []SampleOptions{
-		{MaxNewTokens: 12},
+		{MaxNewTokens: 12, Temperature: 1},
 		{MaxNewTokens: 9, Temperature: 0.7, TopK: 5, Stop: []int{3}},
 		{MaxNewTokens: 30, Temperature: 1.3, TopP: 0.8},
 		{MaxNewTokens: 7, Greedy: true},
@@ -293,6 +294,120 @@ func TestGreedyIsArgmax(t *testing.T) {
 				t.Errorf("%s step %d: greedy took %d, Score's argmax is %d", name, j, tok, best)
 			}
 		}
+	}
+}
+
+// Temperature 0 is greedy decoding on both engines, whatever the top-k and
+// top-p settings: the same tokens and log-probs as Greedy, with or without
+// a generator (none is needed).
+func TestTemperatureZeroIsGreedy(t *testing.T) {
+	ctx := context.Background()
+	prompts := [][]int{{4, 9, 1}, {2}, {7, 7, 3, 12, 5}}
+	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen2-tied"} {
+		for _, engine := range []Engine{EngineNative, EngineGraph} {
+			m := newTiny(t, name, 11)
+			m.SetEngine(engine)
+			want, err := m.Generate(ctx, prompts, SampleOptions{MaxNewTokens: 8, Greedy: true, Stop: []int{3}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, tc := range []struct {
+				opt SampleOptions
+				rng *rand.Rand
+			}{
+				{SampleOptions{MaxNewTokens: 8, Stop: []int{3}}, nil},
+				{SampleOptions{MaxNewTokens: 8, Stop: []int{3}}, rand.New(rand.NewPCG(1, 2))},
+				{SampleOptions{MaxNewTokens: 8, Stop: []int{3}, TopK: 3, TopP: 0.5}, rand.New(rand.NewPCG(3, 4))},
+			} {
+				got, err := m.Generate(ctx, prompts, tc.opt, tc.rng)
+				if err != nil {
+					t.Fatalf("%s/%s %+v: %v", name, engine, tc.opt, err)
+				}
+				for i := range want {
+					if !slices.Equal(got[i].Tokens, want[i].Tokens) || !slices.Equal(got[i].LogProbs, want[i].LogProbs) || got[i].Stopped != want[i].Stopped {
+						t.Errorf("%s/%s %+v row %d: temperature 0 gave %v, greedy %v", name, engine, tc.opt, i, got[i].Tokens, want[i].Tokens)
+					}
+				}
+			}
+			// Sampling at temperature 1 from the same model does differ
+			// somewhere: the check above can fail.
+			s, err := m.Generate(ctx, slices.Repeat(prompts, 4), SampleOptions{MaxNewTokens: 8, Temperature: 1, Stop: []int{3}}, rand.New(rand.NewPCG(5, 6)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			differs := false
+			for i, x := range s {
+				differs = differs || !slices.Equal(x.Tokens, want[i%len(prompts)].Tokens)
+			}
+			if !differs {
+				t.Errorf("%s/%s: 12 samples at temperature 1 all equal the greedy decoding", name, engine)
+			}
+		}
+	}
+}
+
+// With SampleOptions.Vocab below the model's vocabulary (a padded
+// embedding), ids at or above it are never sampled on either engine, at any
+// temperature and greedily, while the log-probs stay the full vocabulary's
+// (as Score computes them).
+func TestPaddedVocabNeverSampled(t *testing.T) {
+	ctx := context.Background()
+	const vocab = 9 // ids 9…15 of the tiny models' 16 are padding
+	for _, name := range []string{"gpt-gelu", "llama-gqa"} {
+		for _, engine := range []Engine{EngineNative, EngineGraph} {
+			m := newTiny(t, name, 21)
+			m.SetEngine(engine)
+			rng := rand.New(rand.NewPCG(8, 9))
+			prompts := make([][]int, 12)
+			for i := range prompts {
+				prompts[i] = randomTokens(rng, 1+i%4, vocab)
+			}
+			padded := 0
+			for _, opt := range []SampleOptions{
+				{MaxNewTokens: 10, Temperature: 4},
+				{MaxNewTokens: 10, Temperature: 1, TopK: 12},
+				{MaxNewTokens: 10, Temperature: 2, TopP: 0.99},
+				{MaxNewTokens: 10},
+			} {
+				for _, v := range []int{0, vocab} {
+					opt.Vocab = v
+					s, err := m.Generate(ctx, prompts, opt, rand.New(rand.NewPCG(uint64(v), 3)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					seqs := make([]Sequence, len(s))
+					for i, x := range s {
+						for _, tok := range x.Tokens {
+							if tok >= vocab {
+								if v == vocab {
+									t.Fatalf("%s/%s %+v: sampled padding id %d", name, engine, opt, tok)
+								}
+								padded++
+							}
+						}
+						seqs[i] = Sequence{Prompt: prompts[i], Response: x.Tokens}
+					}
+					sc, err := m.Score(ctx, seqs, false)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, x := range s {
+						for j := range x.LogProbs {
+							if d := math.Abs(float64(x.LogProbs[j] - sc.LogProbs[i][j])); d > 1e-4 {
+								t.Errorf("%s/%s %+v: sample %d token %d: log-prob %v, Score %v", name, engine, opt, i, j, x.LogProbs[j], sc.LogProbs[i][j])
+							}
+						}
+					}
+				}
+			}
+			if padded == 0 {
+				t.Errorf("%s/%s: without the limit no id ≥ %d was sampled either; the test proves nothing", name, engine, vocab)
+			}
+		}
+	}
+	m := newTiny(t, "gpt-gelu", 1)
+	if _, err := m.Generate(ctx, [][]int{{1}}, SampleOptions{MaxNewTokens: 1, Vocab: 17}, nil); err == nil || !strings.Contains(err.Error(), "Vocab is 17") {
+		t.Errorf("Vocab beyond the model's: %v", err)
 	}
 }
 
@@ -521,6 +636,30 @@ func TestCorruptCheckpoint(t *testing.T) {
 			ts[victim] = x
 			return safetensors.Write(filepath.Join(dir, WeightsFile), ts, nil)
 		}, []string{WeightsFile, victim, "I32"}},
+		{"NaN weight", func(dir string) error {
+			ts := tensorsOf()
+			ts[victim] = withElement(t, ts[victim], 5, float32(math.NaN()))
+			return safetensors.Write(filepath.Join(dir, WeightsFile), ts, nil)
+		}, []string{WeightsFile, victim, "element 5 is NaN"}},
+		{"infinite weight", func(dir string) error {
+			ts := tensorsOf()
+			ts[victim] = withElement(t, ts[victim], 0, float32(math.Inf(-1)))
+			return safetensors.Write(filepath.Join(dir, WeightsFile), ts, nil)
+		}, []string{WeightsFile, victim, "element 0 is -Inf"}},
+		{"F64 weight beyond float32", func(dir string) error {
+			ts := tensorsOf()
+			v, err := ts[victim].Float32s()
+			if err != nil {
+				return err
+			}
+			x, err := safetensors.FromFloat32As("F64", ts[victim].Shape, v)
+			if err != nil {
+				return err
+			}
+			binary.LittleEndian.PutUint64(x.Data[8*3:], math.Float64bits(1e300))
+			ts[victim] = x
+			return safetensors.Write(filepath.Join(dir, WeightsFile), ts, nil)
+		}, []string{WeightsFile, victim, "element 3 is +Inf"}},
 		{"bad config field", func(dir string) error {
 			cfg, err := os.ReadFile(filepath.Join(dir, ConfigFile))
 			if err != nil {
@@ -567,6 +706,75 @@ func TestCorruptCheckpoint(t *testing.T) {
 	if err := tr.LoadState(good); err == nil || !strings.Contains(err.Error(), OptimizerFile) {
 		t.Errorf("LoadState without optimizer file: %v", err)
 	}
+	// A NaN in the optimizer's moments is refused like one in the weights.
+	if err := tr.SaveState(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.LoadState(good); err != nil {
+		t.Fatalf("LoadState of a good state: %v", err)
+	}
+	opt := filepath.Join(good, OptimizerFile)
+	ts, meta, err := safetensors.Read(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := velocityPrefix + victim
+	ts[name] = withElement(t, ts[name], 2, float32(math.NaN()))
+	if err := safetensors.Write(opt, ts, meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.LoadState(good); err == nil || !strings.Contains(err.Error(), OptimizerFile) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "NaN") {
+		t.Errorf("LoadState with a NaN moment: %v, want an error naming %s and %s", err, OptimizerFile, name)
+	}
+}
+
+// withElement returns a copy of the F32 tensor x with element i set to v.
+func withElement(t *testing.T, x safetensors.Tensor, i int, v float32) safetensors.Tensor {
+	t.Helper()
+	vals, err := x.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals = slices.Clone(vals)
+	vals[i] = v
+	return safetensors.FromFloat32(x.Shape, vals)
+}
+
+// A shipped checkpoint with one NaN weight is refused at load, naming the
+// file and the tensor; the untouched copy loads.
+func TestShippedCheckpointWithNaNRefused(t *testing.T) {
+	src := filepath.Join("..", "examples", "agents", "gpt-char")
+	dir := t.TempDir()
+	for _, f := range []string{ConfigFile, WeightsFile} {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Load(testBackend(t), dir); err != nil {
+		t.Fatalf("the shipped checkpoint does not load: %v", err)
+	}
+	path := filepath.Join(dir, WeightsFile)
+	ts, meta, err := safetensors.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const name = "h.0.mlp.c_fc.weight"
+	x, ok := ts[name]
+	if !ok {
+		t.Fatalf("no tensor %s in %s", name, src)
+	}
+	ts[name] = withElement(t, x, 17, float32(math.NaN()))
+	if err := safetensors.Write(path, ts, meta); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(testBackend(t), dir)
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "element 17 is NaN") {
+		t.Fatalf("Load: %v, want an error naming %s, %s and the NaN", err, path, name)
+	}
 }
 
 func TestDeterminism(t *testing.T) {
@@ -579,7 +787,7 @@ func TestDeterminism(t *testing.T) {
 		tr, _ := NewTrainer(m, OptimizerConfig{LearningRate: 3e-3, MaxGradNorm: 1})
 		rng := rand.New(rand.NewPCG(42, 0))
 		for range 3 {
-			s, err := m.Generate(ctx, [][]int{{1, 2}, {3}, {4, 5, 6}}, SampleOptions{MaxNewTokens: 6}, rng)
+			s, err := m.Generate(ctx, [][]int{{1, 2}, {3}, {4, 5, 6}}, SampleOptions{MaxNewTokens: 6, Temperature: 1}, rng)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -596,7 +804,7 @@ func TestDeterminism(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		s, _ := m.Generate(ctx, [][]int{{7, 7}}, SampleOptions{MaxNewTokens: 10}, rng)
+		s, _ := m.Generate(ctx, [][]int{{7, 7}}, SampleOptions{MaxNewTokens: 10, Temperature: 1}, rng)
 		sc, _ := m.Score(ctx, []Sequence{{Prompt: []int{1}, Response: []int{2, 3, 4, 5}}}, false)
 		return s, sc.LogProbs
 	}
@@ -1133,10 +1341,14 @@ func TestEngineSwitchKeepsAccumulation(t *testing.T) {
 // every filtered draw. The pick in use must make the same choices.
 func pickFullSort(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
 	lse := logSumExp(logits)
-	temp := opt.Temperature
-	if temp == 0 {
-		temp = 1
+	if opt.Vocab > 0 {
+		logits = logits[:opt.Vocab]
 	}
+	if opt.Greedy || opt.Temperature == 0 {
+		c := slices.Index(logits, slices.Max(logits))
+		return c, logits[c] - lse
+	}
+	temp := opt.Temperature
 	cand := make([]int, len(logits))
 	for i := range cand {
 		cand[i] = i
@@ -1179,8 +1391,9 @@ func pickFullSort(logits []float64, opt SampleOptions, rng *rand.Rand) (int, flo
 func TestPickMatchesFullSort(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 1))
 	opts := []SampleOptions{
-		{}, {Temperature: 0.7}, {TopK: 1}, {TopK: 5}, {TopK: 40, Temperature: 1.3},
-		{TopP: 0.9}, {TopP: 0.5, Temperature: 0.6}, {TopP: 0.99, Temperature: 2}, {TopK: 20, TopP: 0.8},
+		{}, {Greedy: true, Temperature: 1}, {Temperature: 1}, {Temperature: 0.7}, {TopK: 1, Temperature: 1}, {TopK: 5, Temperature: 1},
+		{TopK: 40, Temperature: 1.3}, {TopP: 0.9, Temperature: 1}, {TopP: 0.5, Temperature: 0.6}, {TopP: 0.99, Temperature: 2},
+		{TopK: 20, TopP: 0.8, Temperature: 1}, {TopK: 5}, {TopP: 0.5},
 	}
 	for _, V := range []int{16, 300, 5000} {
 		draws := 200
@@ -1195,11 +1408,14 @@ func TestPickMatchesFullSort(t *testing.T) {
 			}
 			logits[rng.IntN(V)] = logits[rng.IntN(V)] // a tie now and then
 			for _, opt := range opts {
-				seed := uint64(draw*100 + V)
-				a, la := pick(logits, opt, rand.New(rand.NewPCG(seed, 2)))
-				b, lb := pickFullSort(logits, opt, rand.New(rand.NewPCG(seed, 2)))
-				if a != b || math.Abs(la-lb) > 1e-12 {
-					t.Fatalf("V=%d draw %d %+v: pick %d (%v), full sort %d (%v)", V, draw, opt, a, la, b, lb)
+				for _, vocab := range []int{0, V - V/4} { // all ids; the last quarter padding
+					opt.Vocab = vocab
+					seed := uint64(draw*100 + V)
+					a, la := pick(logits, opt, rand.New(rand.NewPCG(seed, 2)))
+					b, lb := pickFullSort(logits, opt, rand.New(rand.NewPCG(seed, 2)))
+					if a != b || math.Abs(la-lb) > 1e-12 {
+						t.Fatalf("V=%d draw %d %+v: pick %d (%v), full sort %d (%v)", V, draw, opt, a, la, b, lb)
+					}
 				}
 			}
 		}
@@ -1214,7 +1430,7 @@ func BenchmarkPickTopP(b *testing.B) {
 	for i := range logits {
 		logits[i] = 3 * rng.NormFloat64()
 	}
-	opt := SampleOptions{TopP: 0.95}
+	opt := SampleOptions{TopP: 0.95, Temperature: 1}
 	for name, f := range map[string]func([]float64, SampleOptions, *rand.Rand) (int, float64){"pick": pick, "full-sort": pickFullSort} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {

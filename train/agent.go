@@ -38,22 +38,76 @@ type Meta struct {
 	Task     *config.Task    `json:"task,omitempty"`
 }
 
-// ReadMeta reads dir/agent.json; a checkpoint without one gets a plain
-// template and default sampling.
+// ReadMeta reads dir/agent.json; a checkpoint without one (a Hugging Face
+// model, say) gets a plain template and default sampling. A template kind
+// other than plain or chat is an error naming the file.
 func ReadMeta(dir string) (Meta, error) {
-	m := Meta{Name: filepath.Base(dir), Template: config.Template{Kind: "plain"},
+	m, _, err := readMeta(dir)
+	return m, err
+}
+
+// readMeta is ReadMeta that also reports whether dir has an agent.json.
+func readMeta(dir string) (Meta, bool, error) {
+	m := Meta{Name: filepath.Base(dir), Template: config.Template{Kind: tokenizer.KindPlain},
 		Sampling: config.Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 64}}
-	data, err := os.ReadFile(filepath.Join(dir, "agent.json"))
+	path := filepath.Join(dir, "agent.json")
+	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
-		return m, nil
+		return m, false, nil
 	}
 	if err != nil {
-		return m, err
+		return m, false, err
 	}
 	if err := json.Unmarshal(data, &m); err != nil {
-		return m, fmt.Errorf("%s: %w", filepath.Join(dir, "agent.json"), err)
+		return m, true, fmt.Errorf("%s: %w", path, err)
 	}
-	return m, nil
+	switch m.Template.Kind {
+	case "":
+		m.Template.Kind = tokenizer.KindPlain
+	case tokenizer.KindPlain, tokenizer.KindChat:
+	default:
+		return m, true, fmt.Errorf("%s: template.kind must be plain or chat, got %q", path, m.Template.Kind)
+	}
+	return m, true, nil
+}
+
+// AgentTemplate is the prompt template an agent uses: the config's when it
+// names a kind; otherwise, for a checkpoint, the template saved in its
+// agent.json (a system text in the config still replaces the saved one),
+// and plain for a new model or a checkpoint without agent.json. A config
+// kind or system text that differs from a checkpoint's saved one is
+// honoured and described in note, for the log; note is "" otherwise.
+func AgentTemplate(t config.Template, checkpoint string) (tmpl tokenizer.Template, note string, err error) {
+	tmpl = tokenizer.Template{Kind: t.Kind, System: t.System}
+	saved, found := Meta{}, false
+	if checkpoint != "" {
+		if saved, found, err = readMeta(checkpoint); err != nil {
+			return tmpl, "", err
+		}
+	}
+	switch {
+	case !found:
+		if tmpl.Kind == "" {
+			tmpl.Kind = tokenizer.KindPlain
+		}
+		return tmpl, "", nil
+	case tmpl.Kind == "":
+		tmpl.Kind = saved.Template.Kind
+		if tmpl.System == "" {
+			tmpl.System = saved.Template.System
+		}
+	}
+	if tmpl.Kind != saved.Template.Kind || tmpl.System != saved.Template.System {
+		desc := func(kind, system string) string {
+			if system == "" {
+				return "(kind " + kind + ")"
+			}
+			return fmt.Sprintf("(kind %s, system %q)", kind, system)
+		}
+		note = fmt.Sprintf("the config's template %s replaces the one saved in %s %s",
+			desc(tmpl.Kind, tmpl.System), filepath.Join(checkpoint, "agent.json"), desc(saved.Template.Kind, saved.Template.System))
+	}
+	return tmpl, note, nil
 }
 
 // Stop returns the token the agent ends a response with (−1 if none).
@@ -68,9 +122,17 @@ func (a *Agent) Stop() int {
 func (a *Agent) MaxResponse() int { return a.Sampling.MaxNewTokens }
 
 // loadAgent builds agent i from its config: a checkpoint directory or a new
-// model, plus its tokenizer.
-func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool) (*Agent, error) {
+// model, plus its tokenizer and template (see AgentTemplate); log receives
+// notes for the user.
+func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func(string)) (*Agent, error) {
 	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
+	tmpl, note, err := AgentTemplate(ac.Template, ac.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+	}
+	if note != "" {
+		log(fmt.Sprintf("agent %s: %s", ac.Name, note))
+	}
 	tokPath := ac.Tokenizer
 	if ac.Checkpoint != "" {
 		m, err := model.Load(b, ac.Checkpoint)
@@ -95,16 +157,17 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool) (*Agent,
 		}
 		a.Model = m
 	}
-	if v, mv := tok.VocabSize(), a.Model.Config().Vocab; v > mv {
-		return nil, fmt.Errorf("agent %s: tokenizer %s has %d tokens but the model's vocabulary is %d", ac.Name, tokPath, v, mv)
+	if err := CheckVocab(tok, tokPath, a.Model); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
-	a.Template = tokenizer.Template{Kind: ac.Template.Kind, System: ac.Template.System}
+	a.Template = tmpl
 	a.Sampling = model.SampleOptions{
 		MaxNewTokens: ac.Sampling.MaxNewTokens,
 		Temperature:  ac.Sampling.Temperature,
 		TopP:         ac.Sampling.TopP,
 		TopK:         ac.Sampling.TopK,
 		Stop:         a.Template.StopTokens(tok),
+		Vocab:        tok.VocabSize(),
 	}
 	if len(a.Sampling.Stop) == 0 {
 		return nil, fmt.Errorf("agent %s: tokenizer %s has no EOS token to end responses with", ac.Name, tokPath)
@@ -122,6 +185,17 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool) (*Agent,
 	}
 	a.Trainer = tr
 	return a, nil
+}
+
+// CheckVocab reports a tokenizer with more tokens than the model has
+// embedding rows. Fewer is a padded vocabulary, as Hugging Face checkpoints
+// have (Qwen2.5: 151936 rows, about 151665 tokens): the extra rows are
+// padding that sampling never picks (model.SampleOptions.Vocab).
+func CheckVocab(tok tokenizer.Tokenizer, tokPath string, m *model.Model) error {
+	if v, mv := tok.VocabSize(), m.Config().Vocab; v > mv {
+		return fmt.Errorf("tokenizer %s has %d tokens but the model's vocabulary is %d", tokPath, v, mv)
+	}
+	return nil
 }
 
 func optimizerConfig(o config.Optimizer) model.OptimizerConfig {

@@ -107,7 +107,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.data = newProblems(t, r.seed)
+	source := "task " + t.Name()
+	if cfg.Dataset != nil {
+		source = "dataset " + cfg.Dataset.Path
+	}
+	if r.data, err = newProblems(t, r.seed, source); err != nil {
+		return nil, err
+	}
 	if r.evals, err = buildEvalSets(cfg, t); err != nil {
 		return nil, err
 	}
@@ -130,7 +136,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 	}
 	withRef := algo.KLCoef > 0
 	for i, ac := range cfg.Agents {
-		a, err := loadAgent(b, i, ac, false)
+		a, err := loadAgent(b, i, ac, false, obs.Log)
 		if err != nil {
 			return nil, err
 		}
@@ -145,6 +151,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		if r.tracker, err = hacpo.NewCapabilityTracker(len(r.agents), algo.Capability); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.checkTrainFits(); err != nil {
+		return nil, err
 	}
 	if err := r.checkEvalFits(); err != nil {
 		return nil, err

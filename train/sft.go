@@ -71,8 +71,15 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{Name: filepath.Base(cfg.Out), Opt: cfg.Optimizer, Task: cfg.Task,
-		Template: tokenizer.Template{Kind: cfg.Template.Kind, System: cfg.Template.System}}
+	a := &Agent{Name: filepath.Base(cfg.Out), Opt: cfg.Optimizer, Task: cfg.Task}
+	tmpl, note, err := AgentTemplate(cfg.Template, cfg.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
+	}
+	if note != "" {
+		fmt.Fprintf(log, "sft: %s\n", note)
+	}
+	a.Template = tmpl
 	switch {
 	case cfg.Checkpoint != "":
 		if a.Model, err = model.Load(b, cfg.Checkpoint); err != nil {
@@ -84,6 +91,9 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 		}
 		if a.Tok, err = tokenizer.Load(tokPath); err != nil {
 			return nil, err
+		}
+		if err := CheckVocab(a.Tok, tokPath, a.Model); err != nil {
+			return nil, fmt.Errorf("sft: %w", err)
 		}
 	default:
 		if a.Tok, err = sftTokenizer(ctx, cfg, probs, targets); err != nil {
@@ -109,16 +119,36 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 	if a.Trainer, err = model.NewTrainer(a.Model, optimizerConfig(cfg.Optimizer)); err != nil {
 		return nil, err
 	}
-	a.Sampling = model.SampleOptions{MaxNewTokens: cfg.Eval.MaxNewTokens, Temperature: 1, TopP: 1, Stop: stop}
+	a.Sampling = model.SampleOptions{MaxNewTokens: cfg.Eval.MaxNewTokens, Temperature: 1, TopP: 1, Stop: stop, Vocab: a.Tok.VocabSize()}
 
-	seqs := make([]model.Sequence, n)
+	seqs := make([]model.Sequence, 0, n)
 	maxSeq := a.Model.Config().MaxSeq
+	var long []string
 	for i := range probs {
 		resp := append(a.Tok.Encode(targets[i]), stop[0])
-		seqs[i] = model.Sequence{Prompt: a.Template.Prompt(a.Tok, probs[i].Question), Response: resp}
-		if l := len(seqs[i].Prompt) + len(resp); l > maxSeq {
-			return nil, fmt.Errorf("sft: problem %s: prompt + solution is %d tokens, the model's context is %d (raise model.max_seq)", probs[i].ID, l, maxSeq)
+		s := model.Sequence{Prompt: a.Template.Prompt(a.Tok, probs[i].Question), Response: resp}
+		if l := len(s.Prompt) + len(resp); l > maxSeq {
+			long = append(long, fmt.Sprintf("%s (%d tokens)", probs[i].ID, l))
+			continue
 		}
+		seqs = append(seqs, s)
+	}
+	if len(long) > 0 {
+		names := strings.Join(long[:min(len(long), shownMisfits)], ", ")
+		if len(long) > shownMisfits {
+			names += fmt.Sprintf(" and %d more", len(long)-shownMisfits)
+		}
+		msg := fmt.Sprintf("%d of %d examples have a prompt + solution longer than the model's context of %d: %s", len(long), n, maxSeq, names)
+		switch {
+		case cfg.Dataset == nil:
+			return nil, fmt.Errorf("sft: %s (raise model.max_seq)", msg)
+		case cfg.Dataset.TooLong != "drop":
+			return nil, fmt.Errorf("sft: %s (raise model.max_seq, or leave them out with dataset.too_long: drop)", msg)
+		case len(seqs) == 0:
+			return nil, fmt.Errorf("sft: %s: none left to train on", msg)
+		}
+		fmt.Fprintf(log, "sft: dropped %s (dataset.too_long: drop)\n", msg)
+		n = len(seqs)
 	}
 	evalProbs := make([]task.Problem, 0, cfg.Eval.Problems)
 	if m, fin := task.Len(tk, task.Test); cfg.Eval.Problems > 0 && (!fin || m > 0) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/hacrl/hacrl/model"
@@ -37,17 +38,53 @@ func renderPrompts(a *Agent, problems []task.Problem) [][]int {
 	return out
 }
 
-// CheckFits reports the first problem whose prompt, rendered for agent a,
-// leaves no room for maxNew response tokens in the model's context.
+// CheckFits reports the problems whose prompts, rendered for agent a, leave
+// no room for maxNew response tokens in the model's context: all of them
+// counted, the first few named.
 func CheckFits(a *Agent, problems []task.Problem, maxNew int) error {
+	return fitError(a, problems, misfits(a, problems, maxNew), maxNew)
+}
+
+// misfit is a problem (by index) whose prompt of tokens is too long.
+type misfit struct{ index, tokens int }
+
+// misfits lists the problems whose prompts for a leave no room for maxNew
+// tokens, in order.
+func misfits(a *Agent, problems []task.Problem, maxNew int) []misfit {
+	var bad []misfit
 	maxSeq := a.Model.Config().MaxSeq
-	for _, p := range problems {
+	for i, p := range problems {
 		if n := len(a.Template.Prompt(a.Tok, p.Question)); n+maxNew > maxSeq {
-			return fmt.Errorf("agent %s: problem %s: prompt of %d tokens + %d new tokens exceeds the model's context of %d",
-				a.Name, p.ID, n, maxNew, maxSeq)
+			bad = append(bad, misfit{i, n})
 		}
 	}
-	return nil
+	return bad
+}
+
+// shownMisfits is how many misfits an error names.
+const shownMisfits = 5
+
+// fitError describes the misfits among problems for agent a (nil if none).
+func fitError(a *Agent, problems []task.Problem, bad []misfit, maxNew int) error {
+	if len(bad) == 0 {
+		return nil
+	}
+	maxSeq := a.Model.Config().MaxSeq
+	if len(bad) == 1 {
+		p := problems[bad[0].index]
+		return fmt.Errorf("agent %s: problem %s: prompt of %d tokens + %d new tokens exceeds the model's context of %d",
+			a.Name, p.ID, bad[0].tokens, maxNew, maxSeq)
+	}
+	var names []string
+	for _, m := range bad[:min(len(bad), shownMisfits)] {
+		names = append(names, fmt.Sprintf("%s (%d tokens)", problems[m.index].ID, m.tokens))
+	}
+	more := ""
+	if len(bad) > shownMisfits {
+		more = fmt.Sprintf(" and %d more", len(bad)-shownMisfits)
+	}
+	return fmt.Errorf("agent %s: %d of %d problems have a prompt that + %d new tokens exceeds the model's context of %d: %s%s",
+		a.Name, len(bad), len(problems), maxNew, maxSeq, strings.Join(names, ", "), more)
 }
 
 // sample makes every agent answer every prompt G times and scores the answers

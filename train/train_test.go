@@ -189,8 +189,13 @@ func TestEvalPromptsMustFit(t *testing.T) {
 	cfg := tinyConfig(t, dir, "gspo", 1)
 	cfg.Eval.Sets = []config.EvalSet{{Name: "gsm8k", Benchmark: "gsm8k", Problems: 5}}
 	_, err := New(context.Background(), cfg, Options{})
-	if err == nil || !strings.Contains(err.Error(), "eval.sets[0] (gsm8k): agent gpt-char") || !strings.Contains(err.Error(), "agent gpt-char: problem gsm8k/") || !strings.Contains(err.Error(), "exceeds the model's context of 48") {
-		t.Fatalf("error %v, want one naming the set, the problem and the agent", err)
+	if err == nil {
+		t.Fatal("evaluation prompts longer than the context were accepted")
+	}
+	for _, want := range []string{"eval.sets[0] (gsm8k): agent gpt-char: 5 of 5 problems", "exceeds the model's context of 48", "gsm8k/0 (", "gsm8k/4 ("} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v lacks %q: want one naming the set, the agent, the count and the problems", err, want)
+		}
 	}
 }
 

@@ -3,8 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -35,16 +35,23 @@ func evalCmd() *cobra.Command {
 its agent.json), a data set of the shared data directory (` + strings.Join(dataset.Benchmarks(), ", ") + `;
 answers checked by the math verifier; see hacrl help for where the data is
 found), or a JSONL/Parquet file. Greedy accuracy always; with --samples k also
-avg@k, pass@k and maj@k at --temperature.
-Prints one JSON object on standard output, nothing else.`,
+avg@k, pass@k and maj@k at --temperature (0 is greedy, so every draw equals
+the greedy answer). The prompt template is the one in the checkpoint's
+agent.json (plain without one) unless --template replaces it.
+Prints one JSON object on standard output, nothing else; a bad flag value
+exits with status 2.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkEvalFlags(cmd, set, template, problems, samples, maxNew, temperature); err != nil {
+				return err
+			}
 			dir := args[0]
 			meta, err := train.ReadMeta(dir)
 			if err != nil {
 				return err
 			}
-			if template != "" {
+			if template != "" && template != meta.Template.Kind {
+				fmt.Fprintf(cmd.ErrOrStderr(), "hacrl eval: --template %s replaces the checkpoint's %s\n", template, meta.Template.Kind)
 				meta.Template.Kind = template
 			}
 			b, err := backend.New(backend.Choose(backendCfg))
@@ -55,8 +62,12 @@ Prints one JSON object on standard output, nothing else.`,
 			if err != nil {
 				return err
 			}
-			tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+			tokPath := filepath.Join(dir, "tokenizer.json")
+			tok, err := tokenizer.Load(tokPath)
 			if err != nil {
+				return err
+			}
+			if err := train.CheckVocab(tok, tokPath, m); err != nil {
 				return err
 			}
 			var t task.Task
@@ -77,7 +88,7 @@ Prints one JSON object on standard output, nothing else.`,
 					return err
 				}
 				if d.Skipped() > 0 {
-					fmt.Fprintf(os.Stderr, "hacrl eval: %s: %d records without a reference answer left out\n", set, d.Skipped())
+					fmt.Fprintf(cmd.ErrOrStderr(), "hacrl eval: %s: %d records without a reference answer left out\n", set, d.Skipped())
 				}
 				t = d
 			default:
@@ -89,14 +100,15 @@ Prints one JSON object on standard output, nothing else.`,
 			if problems > 0 && (!finite || problems < n) {
 				n = problems
 			} else if !finite {
-				return fmt.Errorf("--problems is required for a generated task's split")
+				return usage("--problems is required for the %s split of the generated task %s", split, t.Name())
 			}
 			probs := make([]task.Problem, n)
 			for i := range probs {
 				probs[i] = t.Problem(split, i)
 			}
 			a := &train.Agent{Name: meta.Name, Model: m, Tok: tok, Template: tokenizer.Template{Kind: meta.Template.Kind, System: meta.Template.System}}
-			a.Sampling = model.SampleOptions{MaxNewTokens: meta.Sampling.MaxNewTokens, Temperature: 1, TopP: meta.Sampling.TopP, TopK: meta.Sampling.TopK, Stop: a.Template.StopTokens(tok)}
+			a.Sampling = model.SampleOptions{MaxNewTokens: meta.Sampling.MaxNewTokens, Temperature: 1, TopP: meta.Sampling.TopP, TopK: meta.Sampling.TopK,
+				Stop: a.Template.StopTokens(tok), Vocab: tok.VocabSize()}
 			if maxNew > 0 {
 				a.Sampling.MaxNewTokens = maxNew
 			}
@@ -120,7 +132,7 @@ Prints one JSON object on standard output, nothing else.`,
 				out[k] = res.Values[k]
 			}
 			out["sampling"] = map[string]any{"temperature": temperature, "samples": samples, "max_new_tokens": a.Sampling.MaxNewTokens, "template": meta.Template.Kind, "seed": seed}
-			enc := json.NewEncoder(os.Stdout)
+			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(out)
 		},
@@ -129,12 +141,33 @@ Prints one JSON object on standard output, nothing else.`,
 	f.StringVar(&set, "set", "test", "test, train, a benchmark name or a JSONL/Parquet file")
 	f.IntVar(&problems, "problems", 0, "number of problems (0: all of a dataset; required for a generated task)")
 	f.IntVar(&samples, "samples", 0, "k samples per problem for avg@k, pass@k and maj@k (0: greedy only)")
-	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature for --samples")
+	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature for --samples (0: greedy)")
 	f.IntVar(&maxNew, "max-new-tokens", 0, "response length limit (default: the agent's)")
 	f.StringVar(&template, "template", "", "override the agent's prompt template (plain or chat)")
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
-	return cmd
+	return usageExit(cmd)
+}
+
+// checkEvalFlags reports a flag value eval cannot honour as a usage error.
+func checkEvalFlags(cmd *cobra.Command, set, template string, problems, samples, maxNew int, temperature float64) error {
+	switch {
+	case set == "":
+		return usage("--set is empty; give test, train, a benchmark name or a JSONL/Parquet file")
+	case template != "" && template != tokenizer.KindPlain && template != tokenizer.KindChat:
+		return usage("--template must be plain or chat, got %q", template)
+	case problems < 0:
+		return usage("--problems must be >= 0 (0: all of a dataset), got %d", problems)
+	case samples < 0:
+		return usage("--samples must be >= 0 (0: greedy only), got %d", samples)
+	case maxNew < 0:
+		return usage("--max-new-tokens must be >= 0 (0: the agent's), got %d", maxNew)
+	case temperature < 0 || math.IsNaN(temperature) || math.IsInf(temperature, 0):
+		return usage("--temperature must be a finite number >= 0 (0: greedy), got %v", temperature)
+	case cmd.Flags().Changed("temperature") && samples == 0:
+		return usage("--temperature applies to the --samples k draws; give --samples k > 0 (greedy accuracy needs no temperature)")
+	}
+	return nil
 }
 
 func isBenchmark(name string) bool {

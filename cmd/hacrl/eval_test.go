@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/train"
+)
+
+var shippedAgent = filepath.Join("..", "..", "examples", "agents", "gpt-char")
+
+// runEval runs `hacrl eval args…` in process and returns the JSON object it
+// printed on standard output (nil on error), standard error and its error.
+func runEval(t *testing.T, args ...string) (map[string]any, string, error) {
+	t.Helper()
+	cmd := evalCmd()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	var res map[string]any
+	if err == nil {
+		if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
+			t.Fatalf("stdout is not one JSON object: %v\n%s", jerr, out.String())
+		}
+	}
+	return res, errOut.String(), err
+}
+
+// Every flag value eval cannot honour is a usage error: exit status 2 and a
+// message naming the flag, before any model is loaded.
+func TestEvalRejectsBadFlags(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--samples", "-2"}, "--samples must be >= 0"},
+		{[]string{"--template", "xyz"}, `--template must be plain or chat, got "xyz"`},
+		{[]string{"--problems", "-1"}, "--problems must be >= 0"},
+		{[]string{"--max-new-tokens", "-5"}, "--max-new-tokens must be >= 0"},
+		{[]string{"--samples", "2", "--temperature", "-0.5"}, "--temperature must be a finite number >= 0"},
+		{[]string{"--samples", "2", "--temperature", "NaN"}, "--temperature must be a finite number >= 0"},
+		{[]string{"--samples", "2", "--temperature", "+Inf"}, "--temperature must be a finite number >= 0"},
+		{[]string{"--temperature", "0.7"}, "--temperature applies to the --samples"},
+		{[]string{"--set", ""}, "--set is empty"},
+		{[]string{"--samples", "two"}, `invalid argument "two" for "--samples"`},
+		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"--set", "test"}, "--problems is required for the test split of the generated task arith"},
+	}
+	for _, tt := range tests {
+		_, stderr, err := runEval(t, append([]string{shippedAgent}, tt.args...)...)
+		if err != exitCode(2) {
+			t.Errorf("eval %v: error %v, want exit status 2", tt.args, err)
+		}
+		if !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "hacrl eval --help") {
+			t.Errorf("eval %v: stderr %q lacks %q", tt.args, stderr, tt.want)
+		}
+	}
+	// The checkpoint argument is required, once.
+	for _, args := range [][]string{{}, {shippedAgent, shippedAgent}} {
+		if _, stderr, err := runEval(t, args...); err != exitCode(2) || !strings.Contains(stderr, "accepts 1 arg") {
+			t.Errorf("eval %v: %v, %q; want a usage error", args, err, stderr)
+		}
+	}
+	// A failure of the work is not a usage error.
+	if _, _, err := runEval(t, filepath.Join(t.TempDir(), "missing"), "--problems", "2"); err == nil || err == exitCode(2) {
+		t.Errorf("eval of a missing checkpoint: %v, want an ordinary error", err)
+	}
+}
+
+// --temperature 0 is greedy: every one of the k draws is the greedy answer,
+// so avg@k, maj@k and pass@k all equal the greedy accuracy; at temperature
+// 1 they do not.
+func TestEvalTemperatureZeroIsGreedy(t *testing.T) {
+	base := []string{shippedAgent, "--set", "test", "--problems", "40", "--samples", "3", "--seed", "5"}
+	greedy, _, err := runEval(t, append(base, "--temperature", "0")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := greedy["greedy_acc"].(float64)
+	for _, k := range []string{"avg@3", "maj@3", "pass@3"} {
+		if greedy[k] != acc {
+			t.Errorf("temperature 0: %s = %v, greedy_acc %v", k, greedy[k], acc)
+		}
+	}
+	if s := greedy["sampling"].(map[string]any); s["temperature"] != 0.0 {
+		t.Errorf("sampling reported as %v", s)
+	}
+	sampled, _, err := runEval(t, append(base, "--temperature", "1")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sampled["greedy_acc"] != acc || (sampled["avg@3"] == acc && sampled["pass@3"] == acc) {
+		t.Errorf("temperature 1 gave %v; the draws should differ from greedy (greedy_acc %v)", sampled, acc)
+	}
+}
+
+// eval prompts with the template saved in agent.json; --template replaces
+// it and says so on standard error.
+func TestEvalTemplateFromCheckpoint(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "chat-copy")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json", "agent.json"} {
+		data, err := os.ReadFile(filepath.Join(shippedAgent, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	meta, err := train.ReadMeta(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta.Template = config.Template{Kind: "chat"}
+	data, _ := json.Marshal(meta)
+	if err := os.WriteFile(filepath.Join(dir, "agent.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, stderr, err := runEval(t, dir, "--problems", "20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl := res["sampling"].(map[string]any)["template"]; tmpl != "chat" || stderr != "" {
+		t.Errorf("template %v (stderr %q), want the saved chat", tmpl, stderr)
+	}
+	plain, stderr, err := runEval(t, dir, "--problems", "20", "--template", "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tmpl := plain["sampling"].(map[string]any)["template"]; tmpl != "plain" || !strings.Contains(stderr, "--template plain replaces the checkpoint's chat") {
+		t.Errorf("template %v, stderr %q", tmpl, stderr)
+	}
+	// The agent learned plain prompts: the template changes its answers.
+	if res["greedy_acc"] == plain["greedy_acc"] {
+		t.Errorf("greedy accuracy %v with either template; the template did not reach the prompts", res["greedy_acc"])
+	}
+}

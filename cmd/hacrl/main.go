@@ -35,6 +35,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd())
+	root.AddCommand(rolloutsCmd())
 	if err := root.ExecuteContext(ctx); err != nil {
 		var ec exitCode
 		if errors.As(err, &ec) {

@@ -197,3 +197,27 @@ func TestLogStepsAndPrune(t *testing.T) {
 		t.Errorf("after PruneLogs(0): steps %v", steps)
 	}
 }
+
+// BenchmarkWriteLog writes a paper-sized step: 3 agents × 64 prompts × 8
+// responses of about 2,000 characters, each seen by 3 learners.
+func BenchmarkWriteLog(b *testing.B) {
+	base := sampleRecords(1)
+	recs := make([]Record, 0, 1536)
+	for i := range 1536 {
+		r := base[i%len(base)]
+		r.Prompt, r.Sample = i/24, i%8
+		r.Response = strings.Repeat(fmt.Sprintf("%d+%d=%d; ", i, i%97, i+i%97), 2000/12)
+		r.Learners = append(slices.Clone(r.Learners), r.Learners[0])
+		recs = append(recs, r)
+	}
+	path := filepath.Join(b.TempDir(), "step-00000001.jsonl.gz")
+	b.ResetTimer()
+	for b.Loop() {
+		if err := WriteLog(path, recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	st, _ := os.Stat(path)
+	b.ReportMetric(float64(st.Size())/1024, "KiB/file")
+}

@@ -244,7 +244,7 @@ checkpoint: {every: 1, keep: 2}
 
 // TestRolloutLogs: a real three-agent HACPO run logs every step's rollouts,
 // and the logs add up to its metrics; a second run with the same seed writes
-// the same logs; a run resumed after a crash that left a stale log and a
+// the same logs; a run resumed after a crash that left stale logs and a
 // temporary file ends with the same logs too.
 func TestRolloutLogs(t *testing.T) {
 	agents := []string{"gpt-char", "gpt-char-early", "llama-bpe"}
@@ -317,8 +317,10 @@ func TestRolloutLogs(t *testing.T) {
 	if err := os.RemoveAll(filepath.Join(outB, "checkpoints", "step-00000003")); err != nil {
 		t.Fatal(err)
 	}
-	if err := rollout.WriteLog(rollout.LogPath(outB, 3), logs[1][:2]); err != nil {
-		t.Fatal(err)
+	for _, s := range []int{3, 9} { // a stale log the run rewrites, and one it never reaches
+		if err := rollout.WriteLog(rollout.LogPath(outB, s), logs[1][:2]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	stray := filepath.Join(outB, rollout.LogDir, ".step-00000003.jsonl.gz.tmp-42")
 	if err := os.WriteFile(stray, []byte("half a file"), 0o644); err != nil {
@@ -326,6 +328,9 @@ func TestRolloutLogs(t *testing.T) {
 	}
 	train(outB, true)
 	same("resumed from step 2")
+	if steps, _ := rollout.LogSteps(outB); !slices.Equal(steps, []int{1, 2, 3}) {
+		t.Errorf("after the resume, logged steps %v, want [1 2 3]", steps)
+	}
 	if _, err := os.Stat(stray); err == nil {
 		t.Errorf("the resumed run left %s", stray)
 	}

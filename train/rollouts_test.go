@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/rollout"
 )
@@ -41,8 +42,28 @@ func stepMetrics(t *testing.T, out string) map[int]map[string]map[string]float64
 // checkLog asserts that a step's rollout log holds every agent's B·G responses
 // in order and adds up to the step's metrics: rewards, lengths, truncation,
 // ω, re-tokenization changes, and each learner's ratios and clip fractions.
-func checkLog(t *testing.T, step int, recs []rollout.Record, agents []string, vals map[string]map[string]float64, B, G int, shared, tokenLevel bool) {
+func checkLog(t *testing.T, step int, recs []rollout.Record, agents []string, vals map[string]map[string]float64, B, G int, algo hacpo.Settings) {
 	t.Helper()
+	shared, tokenLevel := algo.SharesRollouts, algo.RatioLevel == hacpo.TokenLevel
+	// wantClip is where the ratio lies against the clip range in effect.
+	wantClip := func(u rollout.LearnerUse) string {
+		lo, hi := 1-algo.SelfClipLow, 1+algo.SelfClipHigh
+		switch {
+		case u.Self && tokenLevel:
+			return rollout.ClipInside
+		case !u.Self && algo.CrossRule == hacpo.CrossHACPO && !algo.CrossClip:
+			return rollout.ClipInside
+		case !u.Self && algo.CrossRule == hacpo.CrossHACPO:
+			lo, hi = algo.CrossLower(u.Update), 1
+		}
+		switch {
+		case u.Ratio < lo:
+			return rollout.ClipBelow
+		case u.Ratio > hi:
+			return rollout.ClipAbove
+		}
+		return rollout.ClipInside
+	}
 	if len(recs) != len(agents)*B*G {
 		t.Fatalf("step %d: %d records, want %d agents × %d prompts × %d responses", step, len(recs), len(agents), B, G)
 	}
@@ -95,8 +116,8 @@ func checkLog(t *testing.T, step int, recs []rollout.Record, agents []string, va
 			if u.Self != (u.Learner == r.Agent) {
 				t.Errorf("step %d record %d: learner %s self = %v for a response of %s", step, n, u.Learner, u.Self, r.Agent)
 			}
-			if math.IsNaN(u.Advantage) || math.IsInf(u.Advantage, 0) || u.Ratio <= 0 || u.Kept != (u.Clip == rollout.ClipInside) {
-				t.Errorf("step %d record %d learner %s: %+v", step, n, u.Learner, u)
+			if math.IsNaN(u.Advantage) || math.IsInf(u.Advantage, 0) || u.Ratio <= 0 || u.Kept != (u.Clip == rollout.ClipInside) || u.Clip != wantClip(u) {
+				t.Errorf("step %d record %d learner %s: %+v; want clip %s", step, n, u.Learner, u, wantClip(u))
 			}
 			if !u.Self {
 				if w := vals[u.Learner]["omega/"+r.Agent]; u.Omega != w {
@@ -248,12 +269,14 @@ checkpoint: {every: 1, keep: 2}
 // temporary file ends with the same logs too.
 func TestRolloutLogs(t *testing.T) {
 	agents := []string{"gpt-char", "gpt-char-early", "llama-bpe"}
+	var algo hacpo.Settings
 	train := func(out string, resume bool) {
 		t.Helper()
 		run, err := New(context.Background(), exampleConfig(t, out), Options{Resume: resume})
 		if err != nil {
 			t.Fatal(err)
 		}
+		algo = run.algo
 		run.gradHook = poison("gpt-char-early", 1) // step 1: one skipped update
 		if _, err := run.Train(context.Background()); err != nil {
 			t.Fatal(err)
@@ -266,7 +289,7 @@ func TestRolloutLogs(t *testing.T) {
 	}
 	logs, vals := readLogs(t, outA), stepMetrics(t, outA)
 	for s := 1; s <= 3; s++ {
-		checkLog(t, s, logs[s], agents, vals[s], 4, 2, true, false)
+		checkLog(t, s, logs[s], agents, vals[s], 4, 2, algo)
 	}
 	// The skipped update is marked, for gpt-char-early only, and only at step 1.
 	skipped := map[string]int{}
@@ -343,14 +366,14 @@ func TestRolloutLogsSchedule(t *testing.T) {
 	agents := []string{"gpt-char", "llama-char", "llama-bpe"}
 	for _, tc := range []struct {
 		method string
-		shared bool
 		every  int
 		want   []int
 	}{
-		{"gspo", false, 2, []int{2}},
-		{"grpo", false, 3, []int{3}},
-		{"naive", true, 3, []int{3}},
-		{"gspo", false, 0, nil},
+		{"gspo", 2, []int{2}},
+		{"grpo", 3, []int{3}},
+		{"naive", 3, []int{3}},
+		{"no-cross-clip", 3, []int{3}},
+		{"gspo", 0, nil},
 	} {
 		cfg := tinyConfig(t, t.TempDir(), tc.method, 3)
 		cfg.Eval.Sets = nil
@@ -373,7 +396,7 @@ func TestRolloutLogsSchedule(t *testing.T) {
 		}
 		logs, vals := readLogs(t, cfg.Out), stepMetrics(t, cfg.Out)
 		for _, s := range steps {
-			checkLog(t, s, logs[s], agents, vals[s], 4, 2, tc.shared, tc.method == "grpo")
+			checkLog(t, s, logs[s], agents, vals[s], 4, 2, run.algo)
 		}
 	}
 }

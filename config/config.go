@@ -41,6 +41,7 @@ type Config struct {
 	Agents      []Agent    `yaml:"agents" json:"agents,omitempty"`
 	Eval        Eval       `yaml:"eval" json:"eval,omitempty"`
 	Checkpoint  Checkpoint `yaml:"checkpoint" json:"checkpoint,omitempty"`
+	Rollouts    Rollouts   `yaml:"rollouts" json:"rollouts,omitempty"`           // readable rollout logs in OUT/rollouts (off by default)
 	OnNonFinite string     `yaml:"on_non_finite" json:"on_non_finite,omitempty"` // "skip" (default): drop the mini-batch; "stop": end the run
 	Backend     string     `yaml:"backend" json:"backend,omitempty"`             // GoMLX backend config; default "go:parallelism=-1"
 	Engine      string     `yaml:"engine" json:"engine,omitempty"`               // auto (default), native or graph: how the models run (model.Engine)
@@ -200,6 +201,17 @@ type EvalSet struct {
 type Checkpoint struct {
 	Every int `yaml:"every" json:"every,omitempty"` // steps between checkpoints; the last step is always saved
 	Keep  int `yaml:"keep" json:"keep,omitempty"`   // how many step checkpoints to keep (default 2)
+}
+
+// Rollouts is the schedule of the readable rollout logs: every agent's sampled
+// responses of a step, with their rewards and what each learner made of them,
+// as gzip-compressed JSONL in OUT/rollouts/step-NNNNNNNN.jsonl.gz (the format is
+// rollout.Record; `hacrl rollouts OUT --step S` prints them).
+type Rollouts struct {
+	// Every writes the rollouts of every step s with s % every == 0, where s
+	// counts completed steps from 1 as in metrics.jsonl (every: 1 logs every
+	// step); 0, the default, writes none.
+	Every int `yaml:"every" json:"every,omitempty"`
 }
 
 // Load reads, checks and fills in defaults for a config file.
@@ -467,6 +479,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Checkpoint.Every < 0 || c.Checkpoint.Keep < 1 {
 		bad("checkpoint", "every must be >= 0 and keep >= 1")
+	}
+	if c.Rollouts.Every < 0 {
+		bad("rollouts.every", "must be >= 0 (0 = off), got %d", c.Rollouts.Every)
 	}
 	return errors.Join(errs...)
 }

@@ -49,6 +49,12 @@ func TestParseValid(t *testing.T) {
 	if c.Checkpoint.Keep != 2 || c.OnNonFinite != "skip" || !*c.Eval.AtStart || c.Engine != "auto" {
 		t.Errorf("run defaults: keep %d on_non_finite %q at_start %v engine %q", c.Checkpoint.Keep, c.OnNonFinite, *c.Eval.AtStart, c.Engine)
 	}
+	if c.Rollouts.Every != 0 {
+		t.Errorf("rollouts.every defaults to %d, want 0 (off)", c.Rollouts.Every)
+	}
+	if c, err := Parse([]byte(valid + "rollouts: {every: 3}\n")); err != nil || c.Rollouts.Every != 3 {
+		t.Errorf("rollouts: {every: 3}: %v, %+v", err, c)
+	}
 	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil || c.Method.CrossAdvantage != "all" {
 		t.Errorf("method overrides: %+v", c.Method)
 	}
@@ -75,6 +81,8 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"bad cross advantage", "alpha: 1.0}", "alpha: 1.0, cross_advantage: negative}", `method.cross_advantage: must be all or positive, got "negative"`},
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite: must be skip or stop, got "ignore"`},
 		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine: must be auto, native or graph, got "gpu"`},
+		{"negative rollouts.every", "steps: 10", "steps: 10\nrollouts: {every: -1}", "rollouts.every: must be >= 0 (0 = off), got -1"},
+		{"unknown rollouts key", "steps: 10", "steps: 10\nrollouts: {each: 2}", "rollouts.each (line"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

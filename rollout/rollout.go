@@ -17,6 +17,11 @@
 // This is the seam for exchange across processes: a Rollout is plain data
 // (see Rollout's JSON form), so a pool can be assembled from a message bus
 // instead of in memory without changing the learners.
+//
+// For people, a run can log each step's rollouts (config rollouts.every) as
+// gzip-compressed JSONL in OUT/rollouts: Record is the documented line format,
+// with each learner's advantage and clip state, and WriteLog, ReadLog,
+// ScanLog and LogSteps write and read the files (`hacrl rollouts` prints them).
 package rollout
 
 import "fmt"

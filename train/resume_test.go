@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/rollout"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -57,6 +58,7 @@ func TestKillAndResume(t *testing.T) {
 	dir := t.TempDir()
 	cfg := tinyConfig(t, dir, "hacpo", 4)
 	cfg.Eval.Every = 2
+	cfg.Rollouts.Every = 1
 	write := func(out string) string {
 		c := *cfg
 		c.Out = out
@@ -146,6 +148,15 @@ func TestKillAndResume(t *testing.T) {
 			}
 		}
 		t.Fatalf("%d records, want %d", len(g), len(w))
+	}
+	// The rollout logs too: the same files, with the same records.
+	for s := 1; s <= cfg.Steps; s++ {
+		if g, w := logText(t, rollout.LogPath(out, s)), logText(t, rollout.LogPath(ref, s)); g != w {
+			t.Errorf("step %d's rollout log differs from the uninterrupted run's", s)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(out, rollout.LogDir)); err != nil || len(ents) != cfg.Steps {
+		t.Errorf("%s holds %d entries (%v), want the %d logs", rollout.LogDir, len(ents), err, cfg.Steps)
 	}
 }
 

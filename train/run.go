@@ -17,8 +17,10 @@
 // Single-agent methods (GRPO, GSPO, GSPO×2) run through the same loop with
 // sharing off: every agent trains alone on its own responses.
 //
-// A run writes OUT/metrics.jsonl (and TensorBoard files), evaluates on
-// held-out sets on a schedule, and checkpoints atomically: all agents' weights
+// A run writes OUT/metrics.jsonl (and TensorBoard files) and, when
+// rollouts.every is set, each logged step's rollouts with what every learner
+// made of them (OUT/rollouts, rollout.Record), evaluates on held-out sets on a
+// schedule, and checkpoints atomically: all agents' weights
 // and optimizer states, the capability window and the step. Every random draw
 // is derived from (seed, step, agent, purpose), so there is no RNG state to
 // save and a run killed at any moment and resumed reproduces an uninterrupted
@@ -42,6 +44,7 @@ import (
 	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/rollout"
 )
 
 // Observer receives progress: the CLI draws it live or logs it.
@@ -174,6 +177,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		}
 	}
 	if err := writeResolvedConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := rollout.PruneLogs(cfg.Out, r.start); err != nil {
 		return nil, err
 	}
 	r.metrics, err = metrics.Open(cfg.Out, r.start)

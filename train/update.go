@@ -40,6 +40,7 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 	if err := r.tracker.Update(rewards); err != nil {
 		return nil, fmt.Errorf("step %d: capability: %w", step+1, err)
 	}
+	tr := r.newTrace(step+1, pool)
 	for k, a := range r.agents {
 		vals[k]["capability"] = r.tracker.Capability(k)
 		if r.algo.SharesRollouts {
@@ -49,15 +50,19 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 				}
 			}
 		}
-		if err := r.learn(ctx, step, k, a, pool, prompts[k], vals[k]); err != nil {
+		if err := r.learn(ctx, step, k, a, pool, prompts[k], vals[k], tr); err != nil {
 			return nil, err
 		}
+	}
+	if err := r.writeRollouts(step+1, problems, pool, tr); err != nil {
+		return nil, err
 	}
 	return vals, nil
 }
 
-// learn runs learner k's updates for the step.
-func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Pool, prompts [][]int, v map[string]float64) error {
+// learn runs learner k's updates for the step; tr, when not nil, records what
+// the learner made of each sample.
+func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Pool, prompts [][]int, v map[string]float64, tr *trace) error {
 	r.obs.Phase(step+1, a.Name, "update")
 	t0 := time.Now()
 	view, err := pool.View(rollout.Learner{Index: k, Tokenizer: a.Tok, Prompts: prompts, Stop: a.Stop(), MaxTokens: a.MaxResponse()})
@@ -151,6 +156,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 				allSelf = false
 			}
 			samples[n] = s
+			tr.use(k, m, i, &it, &s)
 			seqs[n] = model.Sequence{Prompt: it.Prompt, Response: it.Response}
 			trainedTokens += len(it.Prompt) + len(it.Response)
 		}
@@ -173,10 +179,12 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		if err != nil {
 			return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
 		}
+		tr.loss(loss.Seqs)
 		if !finite(loss.Total) {
 			if err := r.guard(step+1, a, m, "loss", &skipped); err != nil {
 				return err
 			}
+			tr.skip()
 			continue
 		}
 		if r.gradHook != nil {
@@ -197,6 +205,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 			if err := r.guard(step+1, a, m, "gradient", &skipped); err != nil {
 				return err
 			}
+			tr.skip()
 			continue
 		}
 		if err != nil {

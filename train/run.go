@@ -42,6 +42,7 @@ import (
 	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/reward"
 )
 
 // Observer receives progress: the CLI draws it live or logs it.
@@ -69,6 +70,8 @@ type Run struct {
 	tracker *hacpo.CapabilityTracker
 	data    *problems
 	evals   []*evalSet
+	reward  *reward.Client     // the external reward; nil: the task's own checker
+	wide    map[string]float64 // the current step's run-wide metrics (time/step, time/reward, …)
 	metrics *metrics.Writer
 	obs     Observer
 	start   int // steps already done
@@ -108,6 +111,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	r.data = newProblems(t, r.seed)
+	if r.reward, err = newRewardClient(cfg, obs); err != nil {
+		return nil, err
+	}
 	if r.evals, err = buildEvalSets(cfg, t); err != nil {
 		return nil, err
 	}
@@ -191,6 +197,10 @@ func (r *Run) StartStep() int { return r.start }
 // saves a checkpoint and returns ErrInterrupted.
 func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	defer r.metrics.Close()
+	defer r.stopReward()
+	if err := r.startReward(ctx); err != nil {
+		return nil, err
+	}
 	steps := r.cfg.Steps
 	t0 := time.Now()
 	if r.start == 0 && *r.cfg.Eval.AtStart && len(r.evals) > 0 {
@@ -206,6 +216,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			return r.summary(step, time.Since(t0)), ErrInterrupted
 		}
 		ts := time.Now()
+		r.wide = map[string]float64{}
 		// A step runs to its end even when interrupted, so that a checkpoint
 		// never holds some agents updated and others not.
 		vals, err := r.step(context.WithoutCancel(ctx), step)
@@ -219,7 +230,8 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 				return nil, err
 			}
 		}
-		if err := r.metrics.Write(metrics.Record{Step: done, Values: map[string]float64{"time/step": elapsed.Seconds()}}); err != nil {
+		r.wide["time/step"] = elapsed.Seconds()
+		if err := r.metrics.Write(metrics.Record{Step: done, Values: r.wide}); err != nil {
 			return nil, err
 		}
 		r.obs.Step(done, steps, elapsed, stepSummary(r.agents, vals))

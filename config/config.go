@@ -132,6 +132,9 @@ type Reward struct {
 	// "60s". A command that does not answer in time is killed and the run
 	// stops with an error.
 	Timeout string `yaml:"timeout" json:"timeout,omitempty"`
+	// StartTimeout bounds the start: launching the command and its answer
+	// to the first, empty request (time to load a model, say); default "2m".
+	StartTimeout string `yaml:"start_timeout" json:"start_timeout,omitempty"`
 	// BatchSize is the most responses per request; 0 (default) sends all
 	// of a step's responses, every agent's, in one request.
 	BatchSize int `yaml:"batch_size" json:"batch_size,omitempty"`
@@ -142,13 +145,17 @@ type Reward struct {
 	Eval bool `yaml:"eval" json:"eval,omitempty"`
 }
 
-// DefaultRewardTimeout is reward.timeout when the config leaves it out.
-const DefaultRewardTimeout = "60s"
+// Defaults of reward.timeout and reward.start_timeout.
+const (
+	DefaultRewardTimeout      = "60s"
+	DefaultRewardStartTimeout = "2m"
+)
 
-// RewardTimeout is the parsed reward.timeout of a validated config.
-func (r *Reward) RewardTimeout() time.Duration {
-	d, _ := time.ParseDuration(r.Timeout)
-	return d
+// Timeouts are the parsed timeout and start_timeout of a validated config.
+func (r *Reward) Timeouts() (timeout, start time.Duration) {
+	timeout, _ = time.ParseDuration(r.Timeout)
+	start, _ = time.ParseDuration(r.StartTimeout)
+	return timeout, start
 }
 
 // validateReward checks the reward section (defaults applied).
@@ -178,10 +185,12 @@ func validateReward(r *Reward, bad func(path, format string, args ...any)) {
 			bad("reward.token_env", "must be the name of an environment variable (letters, digits, _), got %q", r.TokenEnv)
 		}
 	}
-	if d, err := time.ParseDuration(r.Timeout); err != nil {
-		bad("reward.timeout", "must be a duration like 30s or 2m, got %q", r.Timeout)
-	} else if d <= 0 {
-		bad("reward.timeout", "must be > 0, got %q", r.Timeout)
+	for _, d := range []struct{ key, v string }{{"reward.timeout", r.Timeout}, {"reward.start_timeout", r.StartTimeout}} {
+		if t, err := time.ParseDuration(d.v); err != nil {
+			bad(d.key, "must be a duration like 30s or 2m, got %q", d.v)
+		} else if t <= 0 {
+			bad(d.key, "must be > 0, got %q", d.v)
+		}
 	}
 	if r.BatchSize < 0 {
 		bad("reward.batch_size", "must be >= 0 (0 = a whole step per request), got %d", r.BatchSize)
@@ -328,6 +337,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Reward != nil && c.Reward.Timeout == "" {
 		c.Reward.Timeout = DefaultRewardTimeout
+	}
+	if c.Reward != nil && c.Reward.StartTimeout == "" {
+		c.Reward.StartTimeout = DefaultRewardStartTimeout
 	}
 	if c.Batch.ResponsesPerPrompt == 0 {
 		c.Batch.ResponsesPerPrompt = 8

@@ -23,9 +23,8 @@ const (
 
 // process is the command transport: one long-lived child speaking JSON lines.
 type process struct {
-	argv    []string
-	timeout time.Duration
-	stderr  *lineWriter
+	argv   []string
+	stderr *lineWriter
 
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
@@ -38,7 +37,7 @@ type process struct {
 }
 
 func newProcess(opts Options) *process {
-	return &process{argv: opts.Command, timeout: opts.Timeout, stderr: &lineWriter{log: opts.Log}}
+	return &process{argv: opts.Command, stderr: &lineWriter{log: opts.Log}}
 }
 
 func (p *process) start(ctx context.Context) error {
@@ -92,7 +91,7 @@ func (p *process) start(ctx context.Context) error {
 
 // roundTrip writes body as one line and reads one answer line, within the
 // timeout. Any failure leaves the process killed and the transport broken.
-func (p *process) roundTrip(ctx context.Context, body []byte) ([]byte, error) {
+func (p *process) roundTrip(ctx context.Context, body []byte, timeout limit) ([]byte, error) {
 	if p.broken != nil {
 		return nil, p.broken
 	}
@@ -112,7 +111,7 @@ func (p *process) roundTrip(ctx context.Context, body []byte) ([]byte, error) {
 		_, err := p.stdin.Write(append(body, '\n'))
 		written <- err
 	}()
-	timer := time.NewTimer(p.timeout)
+	timer := time.NewTimer(timeout.d)
 	defer timer.Stop()
 	wait := written
 	for {
@@ -126,7 +125,7 @@ func (p *process) roundTrip(ctx context.Context, body []byte) ([]byte, error) {
 				select {
 				case <-wait:
 				case <-timer.C:
-					return nil, p.fail(fmt.Errorf("answered before reading the whole request, then stopped reading (no answer within %v)", p.timeout))
+					return nil, p.fail(fmt.Errorf("answered before reading the whole request, then stopped reading (no answer within %v)", timeout))
 				}
 			}
 			return l, nil
@@ -137,7 +136,7 @@ func (p *process) roundTrip(ctx context.Context, body []byte) ([]byte, error) {
 			wait = nil
 		case <-timer.C:
 			p.kill()
-			return nil, p.fail(fmt.Errorf("no answer within %v (reward.timeout); the process was killed%s", p.timeout, p.stderr.tail()))
+			return nil, p.fail(fmt.Errorf("no answer within %v; the process was killed%s", timeout, p.stderr.tail()))
 		case <-ctx.Done():
 			p.kill()
 			return nil, p.fail(fmt.Errorf("cancelled while waiting for an answer: %w", ctx.Err()))
@@ -168,7 +167,9 @@ func (p *process) ended(when string) error {
 // fail marks the transport broken with err, killing the process.
 func (p *process) fail(err error) error {
 	p.kill()
-	p.broken = err
+	if p.broken == nil {
+		p.broken = err
+	}
 	return err
 }
 

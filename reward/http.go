@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"time"
 )
 
 // maxBody bounds an HTTP answer.
@@ -16,14 +15,14 @@ const maxBody = 256 << 20
 
 // endpoint is the HTTP transport: each request POSTed as a JSON body.
 type endpoint struct {
-	url     string
-	token   string
-	timeout time.Duration
-	client  *http.Client
+	url    string
+	token  string
+	client *http.Client
+	broken error
 }
 
 func newHTTP(opts Options, token string) *endpoint {
-	return &endpoint{url: opts.URL, token: token, timeout: opts.Timeout, client: &http.Client{}}
+	return &endpoint{url: opts.URL, token: token, client: &http.Client{}}
 }
 
 func (e *endpoint) start(context.Context) error { return nil }
@@ -33,8 +32,18 @@ func (e *endpoint) close() error {
 	return nil
 }
 
-func (e *endpoint) roundTrip(ctx context.Context, body []byte) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, e.timeout)
+func (e *endpoint) fail(err error) error {
+	if e.broken == nil {
+		e.broken = err
+	}
+	return err
+}
+
+func (e *endpoint) roundTrip(ctx context.Context, body []byte, timeout limit) ([]byte, error) {
+	if e.broken != nil {
+		return nil, e.broken
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout.d)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url, bytes.NewReader(body))
 	if err != nil {
@@ -47,26 +56,26 @@ func (e *endpoint) roundTrip(ctx context.Context, body []byte) ([]byte, error) {
 	}
 	resp, err := e.client.Do(req)
 	if err != nil {
-		return nil, e.transportError(ctx, err)
+		return nil, e.fail(transportError(ctx, err, timeout))
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
 	if err != nil {
-		return nil, e.transportError(ctx, err)
+		return nil, e.fail(transportError(ctx, err, timeout))
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, fmt.Errorf("HTTP %s; the body began: %s", resp.Status, snippet(data))
+		return nil, e.fail(fmt.Errorf("HTTP %s; the body began: %s", resp.Status, snippet(data)))
 	}
 	if len(data) > maxBody {
-		return nil, fmt.Errorf("the answer is longer than %d bytes", maxBody)
+		return nil, e.fail(fmt.Errorf("the answer is longer than %d bytes", maxBody))
 	}
 	return data, nil
 }
 
 // transportError says why no answer came: the timeout or the connection.
-func (e *endpoint) transportError(ctx context.Context, err error) error {
+func transportError(ctx context.Context, err error, timeout limit) error {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("no answer within %v (reward.timeout)", e.timeout)
+		return fmt.Errorf("no answer within %v", timeout)
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

@@ -73,11 +73,14 @@ type Result struct {
 
 // Options configures a Client. Give exactly one of Command and URL.
 type Options struct {
-	Command   []string      // argv of a long-lived process speaking JSON lines
-	URL       string        // an HTTP endpoint taking POSTed JSON
-	TokenEnv  string        // URL only: environment variable with a bearer token
-	Timeout   time.Duration // per request; must be > 0
-	BatchSize int           // most items per request; 0 = all items of a Score call
+	Command  []string      // argv of a long-lived process speaking JSON lines
+	URL      string        // an HTTP endpoint taking POSTed JSON
+	TokenEnv string        // URL only: environment variable with a bearer token
+	Timeout  time.Duration // per request; must be > 0
+	// StartTimeout bounds the start and the first (empty) request, which
+	// may include loading a model; 0 means Timeout.
+	StartTimeout time.Duration
+	BatchSize    int // most items per request; 0 = all items of a Score call
 	// Log receives each line the command writes on its stderr (nil: hacrl's
 	// stderr, prefixed "reward: ").
 	Log func(line string)
@@ -95,9 +98,21 @@ type Client struct {
 // transport carries one request and brings back its raw answer.
 type transport interface {
 	start(ctx context.Context) error
-	roundTrip(ctx context.Context, body []byte) ([]byte, error)
+	// roundTrip sends one request, within timeout, and returns the raw answer.
+	roundTrip(ctx context.Context, body []byte, timeout limit) ([]byte, error)
+	// fail makes the transport unusable (a command is killed): every later
+	// roundTrip returns err.
+	fail(err error) error
 	close() error
 }
+
+// limit is a request's timeout and the config key that sets it.
+type limit struct {
+	d   time.Duration
+	key string
+}
+
+func (l limit) String() string { return fmt.Sprintf("%v (%s)", l.d, l.key) }
 
 // New checks opts and prepares a client; nothing starts before Start.
 func New(opts Options) (*Client, error) {
@@ -115,18 +130,23 @@ func New(opts Options) (*Client, error) {
 	if opts.Timeout <= 0 {
 		return nil, fmt.Errorf("%s: timeout must be > 0, got %v", c.name, opts.Timeout)
 	}
+	if opts.StartTimeout < 0 {
+		return nil, fmt.Errorf("%s: start timeout must be >= 0, got %v", c.name, opts.StartTimeout)
+	}
+	if opts.StartTimeout == 0 {
+		c.opts.StartTimeout = opts.Timeout
+	}
 	if opts.BatchSize < 0 {
 		return nil, fmt.Errorf("%s: batch size must be >= 0, got %d", c.name, opts.BatchSize)
 	}
 	if opts.Log == nil {
-		opts.Log = func(line string) { fmt.Fprintln(os.Stderr, "reward: "+line) }
-		c.opts.Log = opts.Log
+		c.opts.Log = func(line string) { fmt.Fprintln(os.Stderr, "reward: "+line) }
 	}
 	if len(opts.Command) > 0 {
 		if opts.TokenEnv != "" {
 			return nil, fmt.Errorf("%s: a token environment variable is for a url only", c.name)
 		}
-		c.t = newProcess(opts)
+		c.t = newProcess(c.opts)
 		return c, nil
 	}
 	token := ""
@@ -136,7 +156,7 @@ func New(opts Options) (*Client, error) {
 			return nil, fmt.Errorf("%s: the environment variable %s (reward.token_env) is not set or empty", c.name, opts.TokenEnv)
 		}
 	}
-	c.t = newHTTP(opts, token)
+	c.t = newHTTP(c.opts, token)
 	return c, nil
 }
 
@@ -152,7 +172,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.t.start(ctx); err != nil {
 		return fmt.Errorf("%s: %w", c.name, err)
 	}
-	if _, err := c.send(ctx, Request{Version: Version, Purpose: PurposeStart, Items: []Item{}}); err != nil {
+	if _, err := c.send(ctx, Request{Version: Version, Purpose: PurposeStart, Items: []Item{}}, limit{c.opts.StartTimeout, "reward.start_timeout"}); err != nil {
 		return fmt.Errorf("%s: the first (empty) request: %w", c.name, err)
 	}
 	return nil
@@ -174,7 +194,7 @@ func (c *Client) Score(ctx context.Context, purpose string, step int, items []It
 			batch[i].ID = lo + i
 		}
 		c.calls++
-		res, err := c.send(ctx, Request{Version: Version, Purpose: purpose, Step: step, Items: batch})
+		res, err := c.send(ctx, Request{Version: Version, Purpose: purpose, Step: step, Items: batch}, limit{c.opts.Timeout, "reward.timeout"})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s request of step %d (ids %d–%d): %w", c.name, purpose, step, lo, hi-1, err)
 		}
@@ -192,13 +212,14 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// send makes one request and checks its answer.
-func (c *Client) send(ctx context.Context, req Request) ([]Result, error) {
+// send makes one request and checks its answer. After any failure the
+// client is unusable (nothing is retried).
+func (c *Client) send(ctx context.Context, req Request, timeout limit) ([]Result, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
-		return nil, err
+		return nil, c.t.fail(err)
 	}
-	raw, err := c.t.roundTrip(ctx, body)
+	raw, err := c.t.roundTrip(ctx, body, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +227,11 @@ func (c *Client) send(ctx context.Context, req Request) ([]Result, error) {
 	if len(req.Items) > 0 {
 		first = req.Items[0].ID
 	}
-	return parseAnswer(raw, first, len(req.Items))
+	res, err := parseAnswer(raw, first, len(req.Items))
+	if err != nil {
+		return nil, c.t.fail(err)
+	}
+	return res, nil
 }
 
 // answer is the wire form of an answer; pointers tell absent from zero.

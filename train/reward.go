@@ -60,9 +60,10 @@ func newRewardClient(cfg *config.Config, obs Observer) (*reward.Client, error) {
 	if rc == nil {
 		return nil, nil
 	}
+	timeout, start := rc.Timeouts()
 	c, err := reward.New(reward.Options{
 		Command: rc.Command, URL: rc.URL, TokenEnv: rc.TokenEnv,
-		Timeout: rc.RewardTimeout(), BatchSize: rc.BatchSize,
+		Timeout: timeout, StartTimeout: start, BatchSize: rc.BatchSize,
 		Log: func(line string) { obs.Log("reward: " + line) },
 	})
 	if err != nil {

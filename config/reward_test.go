@@ -52,3 +52,13 @@ func TestRewardSection(t *testing.T) {
 		})
 	}
 }
+
+func TestRewardExampleConfig(t *testing.T) {
+	c, err := Load("../examples/arith-reward.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Reward == nil || len(c.Reward.Command) != 2 || c.Reward.Command[1] != "examples/reward/python/reward.py" || c.Reward.Timeout != "30s" {
+		t.Errorf("reward section: %+v", c.Reward)
+	}
+}

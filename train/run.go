@@ -5,7 +5,8 @@
 //
 //  1. draw B prompts (seeded, position-indexed: a resumed run draws the same);
 //  2. every agent samples G responses per prompt (G·2 for GSPO×2) with its own
-//     model, tokenizer and template; the verifier scores them;
+//     model, tokenizer and template; the verifier scores them (or the
+//     config's external reward, every agent's responses in one request);
 //  3. every agent scores its own responses: the old log-probs (before any update);
 //  4. the capability tracker takes each agent's step accuracy (window K);
 //  5. for each learner in turn: its view of the pool (others' responses

@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/reward"
@@ -67,7 +66,7 @@ func newRewardClient(cfg *config.Config, obs Observer) (*reward.Client, error) {
 		Log: func(line string) { obs.Log("reward: " + line) },
 	})
 	if err != nil {
-		return nil, fmt.Errorf("reward: %w", err)
+		return nil, err
 	}
 	return c, nil
 }

@@ -210,7 +210,7 @@ func TestExternalRewardCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run.Train(context.Background())
-	for _, want := range []string{"step 1: reward: reward command [", "misbehave.py crash]", "exited (exit status 3)", "misbehave: something broke on item 0"} {
+	for _, want := range []string{"step 1: reward command [", "misbehave.py crash]", "exited (exit status 3)", "misbehave: something broke on item 0"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

@@ -141,7 +141,7 @@ func (r *Run) scoreRewards(ctx context.Context, step int, problems []task.Proble
 	}
 	res, err := r.trainJudge(step+1)(ctx, rs)
 	if err != nil {
-		return fmt.Errorf("step %d: reward: %w", step+1, err)
+		return fmt.Errorf("step %d: %w", step+1, err)
 	}
 	sum := make([]float64, len(r.agents))
 	correct := make([]float64, len(r.agents))

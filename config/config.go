@@ -21,9 +21,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -37,6 +40,7 @@ type Config struct {
 	Method      Method     `yaml:"method" json:"method,omitempty"`
 	Task        *Task      `yaml:"task" json:"task,omitempty"`
 	Dataset     *Dataset   `yaml:"dataset" json:"dataset,omitempty"`
+	Reward      *Reward    `yaml:"reward" json:"reward,omitempty"` // an external reward (a command or an HTTP endpoint) in place of the task's own checker; docs/reward.md
 	Batch       Batch      `yaml:"batch" json:"batch,omitempty"`
 	Agents      []Agent    `yaml:"agents" json:"agents,omitempty"`
 	Eval        Eval       `yaml:"eval" json:"eval,omitempty"`
@@ -116,6 +120,94 @@ type Dataset struct {
 	// training sets and logs how many.
 	TooLong string `yaml:"too_long" json:"too_long,omitempty"`
 }
+
+// Reward names an external reward, which scores every response of a
+// training step in place of the task's own checker. The protocol (one JSON
+// request per batch, one JSON answer) is in docs/reward.md.
+type Reward struct {
+	// Command is the argv of a long-lived process that reads requests on
+	// its stdin and writes answers on its stdout, one JSON line each, e.g.
+	// [python3, examples/reward/python/reward.py]. Relative paths resolve
+	// from hacrl's working directory, like every other path in a config;
+	// a bare program name is looked up in PATH. Give command or url.
+	Command []string `yaml:"command" json:"command,omitempty"`
+	// URL is an HTTP endpoint that answers each request POSTed to it as a
+	// JSON body, e.g. http://127.0.0.1:8000/reward. Give command or url.
+	URL string `yaml:"url" json:"url,omitempty"`
+	// TokenEnv names an environment variable holding a bearer token sent
+	// as "Authorization: Bearer …" with every HTTP request (url only); the
+	// token itself never goes in the config.
+	TokenEnv string `yaml:"token_env" json:"token_env,omitempty"`
+	// Timeout bounds each request, as a Go duration ("30s", "2m"); default
+	// "60s". A command that does not answer in time is killed and the run
+	// stops with an error.
+	Timeout string `yaml:"timeout" json:"timeout,omitempty"`
+	// StartTimeout bounds the start: launching the command and its answer
+	// to the first, empty request (time to load a model, say); default "2m".
+	StartTimeout string `yaml:"start_timeout" json:"start_timeout,omitempty"`
+	// BatchSize is the most responses per request; 0 (default) sends all
+	// of a step's responses, every agent's, in one request.
+	BatchSize int `yaml:"batch_size" json:"batch_size,omitempty"`
+	// Eval also scores the evaluation sets of the task's splits and of
+	// dataset files with this reward (correct = the answer's "correct",
+	// else reward >= 1); default false: evaluation keeps the task's own
+	// checker. Benchmark sets always keep the math verifier.
+	Eval bool `yaml:"eval" json:"eval,omitempty"`
+}
+
+// Defaults of reward.timeout and reward.start_timeout.
+const (
+	DefaultRewardTimeout      = "60s"
+	DefaultRewardStartTimeout = "2m"
+)
+
+// Timeouts are the parsed timeout and start_timeout of a validated config.
+func (r *Reward) Timeouts() (timeout, start time.Duration) {
+	timeout, _ = time.ParseDuration(r.Timeout)
+	start, _ = time.ParseDuration(r.StartTimeout)
+	return timeout, start
+}
+
+// validateReward checks the reward section (defaults applied).
+func validateReward(r *Reward, bad func(path, format string, args ...any)) {
+	if (len(r.Command) == 0) == (r.URL == "") {
+		bad("reward", "give exactly one of command (an argv list) or url")
+	}
+	if len(r.Command) > 0 && r.Command[0] == "" {
+		bad("reward.command[0]", "must name a program, got an empty string")
+	}
+	if r.URL != "" {
+		u, err := url.Parse(r.URL)
+		switch {
+		case err != nil:
+			bad("reward.url", "not a URL: %v", err)
+		case u.Scheme != "http" && u.Scheme != "https":
+			bad("reward.url", "must start with http:// or https://, got %q", r.URL)
+		case u.Host == "":
+			bad("reward.url", "has no host: %q", r.URL)
+		}
+	}
+	if r.TokenEnv != "" {
+		if r.URL == "" {
+			bad("reward.token_env", "only with url (a command inherits hacrl's environment)")
+		}
+		if !envName.MatchString(r.TokenEnv) {
+			bad("reward.token_env", "must be the name of an environment variable (letters, digits, _), got %q", r.TokenEnv)
+		}
+	}
+	for _, d := range []struct{ key, v string }{{"reward.timeout", r.Timeout}, {"reward.start_timeout", r.StartTimeout}} {
+		if t, err := time.ParseDuration(d.v); err != nil {
+			bad(d.key, "must be a duration like 30s or 2m, got %q", d.v)
+		} else if t <= 0 {
+			bad(d.key, "must be > 0, got %q", d.v)
+		}
+	}
+	if r.BatchSize < 0 {
+		bad("reward.batch_size", "must be >= 0 (0 = a whole step per request), got %d", r.BatchSize)
+	}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Batch holds the four batch sizes (see the package doc).
 type Batch struct {
@@ -267,6 +359,12 @@ func (c *Config) applyDefaults() {
 	if c.Engine == "" {
 		c.Engine = "auto"
 	}
+	if c.Reward != nil && c.Reward.Timeout == "" {
+		c.Reward.Timeout = DefaultRewardTimeout
+	}
+	if c.Reward != nil && c.Reward.StartTimeout == "" {
+		c.Reward.StartTimeout = DefaultRewardStartTimeout
+	}
 	if c.Batch.ResponsesPerPrompt == 0 {
 		c.Batch.ResponsesPerPrompt = 8
 	}
@@ -374,6 +472,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Dataset != nil {
 		checkTooLong(bad, c.Dataset.TooLong)
+	}
+	if c.Reward != nil {
+		validateReward(c.Reward, bad)
 	}
 	b := c.Batch
 	if b.PromptsPerStep <= 0 {

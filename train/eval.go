@@ -26,8 +26,15 @@ type Result struct {
 	Values   map[string]float64 // greedy_acc, avg@k, pass@k, maj@k
 }
 
-// Evaluate runs one agent alone on a set of problems, as at inference.
+// Evaluate runs one agent alone on a set of problems, as at inference,
+// scored by the task's own checker.
 func Evaluate(ctx context.Context, a *Agent, t task.Task, probs []task.Problem, set config.EvalSet, rng func(purpose string) *randSource) (*Result, error) {
+	return evaluateWith(ctx, a, t, probs, set, rng, taskJudge(t))
+}
+
+// evaluateWith is Evaluate with the responses scored by judge (t still
+// extracts the answers maj@k votes on).
+func evaluateWith(ctx context.Context, a *Agent, t task.Task, probs []task.Problem, set config.EvalSet, rng func(purpose string) *randSource, judge judge) (*Result, error) {
 	prompts := renderPrompts(a, probs)
 	opt := a.Sampling
 	if set.MaxNewTokens > 0 {
@@ -40,9 +47,17 @@ func Evaluate(ctx context.Context, a *Agent, t task.Task, probs []task.Problem, 
 	if err != nil {
 		return nil, err
 	}
-	var correct float64
+	rs := make([]response, len(samples))
 	for i, s := range samples {
-		if t.Reward(probs[i], responseText(a, s)) >= 1 {
+		rs[i] = response{problem: probs[i], agent: a, text: responseText(a, s), tokens: len(s.Tokens), stopped: s.Stopped}
+	}
+	judged, err := judge(ctx, rs)
+	if err != nil {
+		return nil, err
+	}
+	var correct float64
+	for _, j := range judged {
+		if j.Correct {
 			correct++
 		}
 	}
@@ -59,17 +74,22 @@ func Evaluate(ctx context.Context, a *Agent, t task.Task, probs []task.Problem, 
 		if err != nil {
 			return nil, err
 		}
+		rs := make([]response, len(ss))
+		for n, s := range ss {
+			rs[n] = response{problem: probs[n/k], agent: a, text: responseText(a, s), tokens: len(s.Tokens), stopped: s.Stopped}
+		}
+		judged, err := judge(ctx, rs)
+		if err != nil {
+			return nil, err
+		}
 		ex, _ := t.(task.Extractor)
 		per := make([][]evalmetric.Sample, len(probs))
-		for i := range probs {
-			for j := 0; j < k; j++ {
-				text := responseText(a, ss[i*k+j])
-				s := evalmetric.Sample{Correct: t.Reward(probs[i], text) >= 1}
-				if ex != nil {
-					s.Answer, s.HasAnswer = ex.Extract(text)
-				}
-				per[i] = append(per[i], s)
+		for n, r := range rs {
+			s := evalmetric.Sample{Correct: judged[n].Correct}
+			if ex != nil {
+				s.Answer, s.HasAnswer = ex.Extract(r.text)
 			}
+			per[n/k] = append(per[n/k], s)
 		}
 		equal := func(x, y string) bool { return x == y }
 		if ex != nil {
@@ -117,7 +137,7 @@ func (r *Run) evaluate(ctx context.Context, step int) error {
 		t0 := time.Now()
 		vals := map[string]float64{}
 		for _, s := range r.evals {
-			res, err := Evaluate(ctx, a, s.task, s.problems, s.cfg, func(p string) *randSource { return r.rng(step, i, "eval/"+s.cfg.Name+"/"+p) })
+			res, err := evaluateWith(ctx, a, s.task, s.problems, s.cfg, func(p string) *randSource { return r.rng(step, i, "eval/"+s.cfg.Name+"/"+p) }, r.evalJudge(s, step))
 			if err != nil {
 				return fmt.Errorf("eval %s of agent %s at step %d: %w", s.cfg.Name, a.Name, step, err)
 			}

@@ -5,7 +5,8 @@
 //
 //  1. draw B prompts (seeded, position-indexed: a resumed run draws the same);
 //  2. every agent samples G responses per prompt (G·2 for GSPO×2) with its own
-//     model, tokenizer and template; the verifier scores them;
+//     model, tokenizer and template; the verifier scores them (or the
+//     config's external reward, every agent's responses in one request);
 //  3. every agent scores its own responses: the old log-probs (before any update);
 //  4. the capability tracker takes each agent's step accuracy (window K);
 //  5. for each learner in turn: its view of the pool (others' responses
@@ -45,6 +46,7 @@ import (
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/rollout"
+	"github.com/hacrl/hacrl/reward"
 )
 
 // Observer receives progress: the CLI draws it live or logs it.
@@ -72,6 +74,8 @@ type Run struct {
 	tracker *hacpo.CapabilityTracker
 	data    *problems
 	evals   []*evalSet
+	reward  *reward.Client     // the external reward; nil: the task's own checker
+	wide    map[string]float64 // the current step's run-wide metrics (time/step, time/reward, …)
 	metrics *metrics.Writer
 	obs     Observer
 	start   int // steps already done
@@ -115,6 +119,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		source = "dataset " + cfg.Dataset.Path
 	}
 	if r.data, err = newProblems(t, r.seed, source); err != nil {
+		return nil, err
+	}
+	if r.reward, err = newRewardClient(cfg, obs); err != nil {
 		return nil, err
 	}
 	if r.evals, err = buildEvalSets(cfg, t); err != nil {
@@ -206,6 +213,10 @@ func (r *Run) StartStep() int { return r.start }
 // saves a checkpoint and returns ErrInterrupted.
 func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	defer r.metrics.Close()
+	defer r.stopReward()
+	if err := r.startReward(ctx); err != nil {
+		return nil, err
+	}
 	steps := r.cfg.Steps
 	t0 := time.Now()
 	if r.start == 0 && *r.cfg.Eval.AtStart && len(r.evals) > 0 {
@@ -221,6 +232,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			return r.summary(step, time.Since(t0)), ErrInterrupted
 		}
 		ts := time.Now()
+		r.wide = map[string]float64{}
 		// A step runs to its end even when interrupted, so that a checkpoint
 		// never holds some agents updated and others not.
 		vals, err := r.step(context.WithoutCancel(ctx), step)
@@ -234,7 +246,8 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 				return nil, err
 			}
 		}
-		if err := r.metrics.Write(metrics.Record{Step: done, Values: map[string]float64{"time/step": elapsed.Seconds()}}); err != nil {
+		r.wide["time/step"] = elapsed.Seconds()
+		if err := r.metrics.Write(metrics.Record{Step: done, Values: r.wide}); err != nil {
 			return nil, err
 		}
 		r.obs.Step(done, steps, elapsed, stepSummary(r.agents, vals))

@@ -111,31 +111,26 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		}
 		sampleTime := time.Since(t0).Seconds()
 		var tokens, truncated int
-		var rewardSum, correct float64
 		for n, s := range samples {
 			i := n / G
 			text := responseText(a, s)
-			rew := r.data.task.Reward(problems[i], text)
 			pool.Rollouts = append(pool.Rollouts, rollout.Rollout{
-				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped, Reward: rew,
+				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped,
 			})
 			tokens += len(s.Tokens)
 			if !s.Stopped {
 				truncated++
 			}
-			rewardSum += rew
-			if rew >= 1 {
-				correct++
-			}
 		}
 		n := float64(len(samples))
 		v := vals[j]
-		v["reward/mean"] = rewardSum / n
-		v["accuracy/train"] = correct / n
 		v["length/mean"] = float64(tokens) / n
 		v["length/truncated_frac"] = float64(truncated) / n
 		v["time/sample"] = sampleTime
 		v["tokens_per_s/sample"] = float64(tokens) / math.Max(sampleTime, 1e-9)
+	}
+	if err := r.scoreRewards(ctx, step, problems, pool, vals); err != nil {
+		return nil, err
 	}
 	// Old log-probs: every source scores its own responses before any update.
 	for j, a := range r.agents {
@@ -163,6 +158,49 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		vals[j]["time/score"] = time.Since(t0).Seconds()
 	}
 	return pool, nil
+}
+
+// scoreRewards scores every agent's responses of the step in one batch (the
+// task's checker or the external reward) and fills each agent's reward/mean
+// and accuracy/train, and the step's time/reward (and reward/calls).
+func (r *Run) scoreRewards(ctx context.Context, step int, problems []task.Problem, pool *rollout.Pool, vals []map[string]float64) error {
+	for _, a := range r.agents {
+		r.obs.Phase(step+1, a.Name, "reward")
+	}
+	t0 := time.Now()
+	calls := 0
+	if r.reward != nil {
+		calls = r.reward.Calls()
+	}
+	rs := make([]response, len(pool.Rollouts))
+	for i, ro := range pool.Rollouts {
+		rs[i] = response{problem: problems[ro.Prompt], agent: r.agents[ro.Source], text: ro.Text, tokens: len(ro.Tokens), stopped: ro.Stopped}
+	}
+	res, err := r.trainJudge(step+1)(ctx, rs)
+	if err != nil {
+		return fmt.Errorf("step %d: %w", step+1, err)
+	}
+	sum := make([]float64, len(r.agents))
+	correct := make([]float64, len(r.agents))
+	count := make([]float64, len(r.agents))
+	for i := range pool.Rollouts {
+		ro := &pool.Rollouts[i]
+		ro.Reward = res[i].Reward
+		sum[ro.Source] += res[i].Reward
+		if res[i].Correct {
+			correct[ro.Source]++
+		}
+		count[ro.Source]++
+	}
+	for j := range r.agents {
+		vals[j]["reward/mean"] = sum[j] / count[j]
+		vals[j]["accuracy/train"] = correct[j] / count[j]
+	}
+	r.wide["time/reward"] = time.Since(t0).Seconds()
+	if r.reward != nil {
+		r.wide["reward/calls"] = float64(r.reward.Calls() - calls)
+	}
+	return nil
 }
 
 // guard decides what a non-finite loss or gradient does: skip the mini-batch

@@ -23,6 +23,12 @@
 // is derived from (seed, step, agent, purpose), so there is no RNG state to
 // save and a run killed at any moment and resumed reproduces an uninterrupted
 // run's metrics bit for bit (timing metrics aside).
+//
+// OUT belongs to one run (rundir.go): a run holds its lock from New to the
+// end of Train, starts only in an empty OUT unless told to overwrite it, and
+// writes nothing there until its setup has succeeded. A checkpoint records
+// the training-relevant config and its hash (confighash.go), which a resume
+// must match; a damaged latest checkpoint gives way to the previous intact one.
 package train
 
 import (

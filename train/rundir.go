@@ -183,16 +183,21 @@ func realPath(p string) (string, error) {
 	}
 }
 
-// clearOut deletes everything in out but the lock file. checkNewRun has made
-// sure it holds only runEntries. Entries are removed by name inside out, and
-// os.RemoveAll deletes a symbolic link itself, never what it points to.
+// keptOnOverwrite are the entries --overwrite leaves: the lock, and the
+// config an experiment wrote for its cell (the input of the run, which may be
+// the very CONFIG being trained).
+var keptOnOverwrite = []string{runlock.FileName, "cell.yaml"}
+
+// clearOut deletes everything in out but keptOnOverwrite. checkNewRun has
+// made sure it holds only runEntries. Entries are removed by name inside out,
+// and os.RemoveAll deletes a symbolic link itself, never what it points to.
 func clearOut(out string) error {
 	entries, err := os.ReadDir(out)
 	if err != nil {
 		return fmt.Errorf("train: --overwrite: %w", err)
 	}
 	for _, e := range entries {
-		if e.Name() == runlock.FileName {
+		if slices.Contains(keptOnOverwrite, e.Name()) {
 			continue
 		}
 		if err := os.RemoveAll(filepath.Join(out, e.Name())); err != nil {

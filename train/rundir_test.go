@@ -230,7 +230,8 @@ func TestOverwriteTargets(t *testing.T) {
 	}
 }
 
-// clearOut deletes a symbolic link, never what it points to.
+// clearOut deletes a symbolic link, never what it points to, and keeps an
+// experiment cell's config.
 func TestClearOutKeepsLinkTargets(t *testing.T) {
 	dir := t.TempDir()
 	outside := filepath.Join(dir, "precious")
@@ -244,6 +245,9 @@ func TestClearOutKeepsLinkTargets(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(outside, filepath.Join(out, "final")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(out, "cell.yaml"), []byte("steps: 1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	lock, err := runlock.Acquire(out)
@@ -260,8 +264,8 @@ func TestClearOutKeepsLinkTargets(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(outside, "keep")); err != nil {
 		t.Errorf("a file behind a link was deleted: %v", err)
 	}
-	if names, _ := outContents(out); len(names) != 0 {
-		t.Errorf("after clearOut the directory holds %v", names)
+	if names, _ := outContents(out); !slices.Equal(names, []string{"cell.yaml"}) {
+		t.Errorf("after clearOut the directory holds %v, want only the experiment's cell.yaml", names)
 	}
 	if _, err := os.Stat(filepath.Join(out, runlock.FileName)); err != nil {
 		t.Errorf("the lock file went: %v", err)

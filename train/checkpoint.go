@@ -2,6 +2,7 @@ package train
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +26,16 @@ type state struct {
 	Capability hacpo.CapabilityState         `json:"capability"`
 	FirstEval  map[string]map[string]float64 `json:"first_eval,omitempty"`
 	LastEval   map[string]map[string]float64 `json:"last_eval,omitempty"`
+	// FirstEvalStep and LastEvalStep are the steps of FirstEval and LastEval
+	// (absent in checkpoints written before they were recorded).
+	FirstEvalStep *int `json:"first_eval_step,omitempty"`
+	LastEvalStep  *int `json:"last_eval_step,omitempty"`
+	// Config is the training-relevant part of the config that wrote the
+	// checkpoint (trainingConfig), ConfigHash its hash: --resume refuses a
+	// config that differs. Absent in checkpoints written before they were
+	// recorded; such a checkpoint resumes with a warning.
+	ConfigHash string          `json:"config_hash,omitempty"`
+	Config     json.RawMessage `json:"config,omitempty"`
 }
 
 const checkpointPrefix = "step-"
@@ -102,7 +113,11 @@ func (r *Run) checkpoint(step int) error {
 				return err
 			}
 		}
-		st := state{Step: step, Method: r.algo.Method, Capability: r.tracker.State(), FirstEval: r.firstEval, LastEval: r.lastEval}
+		st := state{Step: step, Method: r.algo.Method, Capability: r.tracker.State(), FirstEval: r.firstEval, LastEval: r.lastEval,
+			ConfigHash: configHash(r.trainCfg), Config: r.trainCfg}
+		if r.firstEvalStep >= 0 {
+			st.FirstEvalStep, st.LastEvalStep = &r.firstEvalStep, &r.lastEvalStep
+		}
 		for _, a := range r.agents {
 			st.Agents = append(st.Agents, a.Name)
 		}
@@ -112,13 +127,20 @@ func (r *Run) checkpoint(step int) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint at step %d: %w", step, err)
 	}
-	return r.prune()
+	return r.prune(step)
 }
 
-func (r *Run) prune() error {
+// prune deletes the oldest checkpoints up to step beyond checkpoint.keep.
+// Checkpoints after step (none, unless a damaged one was left in place) are
+// not counted, so that pruning never deletes the checkpoint just written.
+func (r *Run) prune(step int) error {
 	all, err := listCheckpoints(r.cfg.Out)
 	if err != nil {
 		return err
+	}
+	last := filepath.Base(checkpointDir(r.cfg.Out, step))
+	for len(all) > 0 && filepath.Base(all[len(all)-1]) > last {
+		all = all[:len(all)-1]
 	}
 	for len(all) > r.cfg.Checkpoint.Keep {
 		if err := os.RemoveAll(all[0]); err != nil {
@@ -130,7 +152,9 @@ func (r *Run) prune() error {
 }
 
 // listCheckpoints returns the complete checkpoints in out, oldest first.
-// Temporary directories left by a killed writer are removed.
+// Temporary directories left by a killed writer are removed; a checkpoint
+// that a killed writer had moved aside to replace it (NAME.old without NAME)
+// is put back.
 func listCheckpoints(out string) ([]string, error) {
 	dir := filepath.Join(out, "checkpoints")
 	entries, err := os.ReadDir(dir)
@@ -144,7 +168,16 @@ func listCheckpoints(out string) ([]string, error) {
 	for _, e := range entries {
 		n := e.Name()
 		switch {
-		case strings.HasPrefix(n, ".tmp-") || strings.HasSuffix(n, ".old"):
+		case strings.HasSuffix(n, ".old") && strings.HasPrefix(n, checkpointPrefix):
+			orig := strings.TrimSuffix(n, ".old")
+			if _, err := os.Stat(filepath.Join(dir, orig)); errors.Is(err, os.ErrNotExist) {
+				if os.Rename(filepath.Join(dir, n), filepath.Join(dir, orig)) == nil {
+					names = append(names, orig)
+				}
+				continue
+			}
+			os.RemoveAll(filepath.Join(dir, n))
+		case strings.HasPrefix(n, ".tmp-"):
 			os.RemoveAll(filepath.Join(dir, n))
 		case e.IsDir() && strings.HasPrefix(n, checkpointPrefix):
 			names = append(names, n)
@@ -157,24 +190,99 @@ func listCheckpoints(out string) ([]string, error) {
 	return names, nil
 }
 
-func latestCheckpoint(out string) (string, error) {
-	all, err := listCheckpoints(out)
-	if err != nil || len(all) == 0 {
-		return "", err
-	}
-	return all[len(all)-1], nil
+// loaded is a checkpoint read into memory, not yet applied to the run.
+type loaded struct {
+	dir      string
+	st       state
+	models   []*model.Model
+	trainers []*model.Trainer
+	tracker  *hacpo.CapabilityTracker
 }
 
-// restore loads a checkpoint into the run's agents and state.
-func (r *Run) restore(dir string) error {
-	var st state
-	data, err := os.ReadFile(filepath.Join(dir, "state.json"))
+// mismatchError is a checkpoint that is intact but was written by another
+// run: other agents, another method or another training config. Resuming
+// from an older checkpoint of the same directory would not help.
+type mismatchError struct{ error }
+
+func (e mismatchError) Unwrap() error { return e.error }
+
+// findCheckpoint reads the latest intact checkpoint in OUT. A damaged one
+// (unreadable state.json, missing or damaged agent files) is reported
+// through the observer and the previous one tried; its path is added to
+// r.damaged. It returns nil when OUT has no checkpoint, and an error when
+// none is intact or the latest intact one belongs to another config.
+func (r *Run) findCheckpoint() (*loaded, error) {
+	all, err := listCheckpoints(r.cfg.Out)
 	if err != nil {
-		return fmt.Errorf("resume: %w", err)
+		return nil, fmt.Errorf("resume: %w", err)
 	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return fmt.Errorf("resume: %s: %w", filepath.Join(dir, "state.json"), err)
+	var problems []string
+	for i := len(all) - 1; i >= 0; i-- {
+		l, err := r.readCheckpoint(all[i])
+		var mismatch mismatchError
+		switch {
+		case err == nil:
+			if len(problems) > 0 {
+				r.obs.Log(fmt.Sprintf("resume: falling back to %s, the latest intact checkpoint", all[i]))
+			}
+			return l, nil
+		case errors.As(err, &mismatch):
+			return nil, err
+		}
+		r.obs.Log(fmt.Sprintf("resume: checkpoint %s is damaged: %v", all[i], err))
+		problems = append(problems, fmt.Sprintf("%s: %v", filepath.Base(all[i]), err))
+		r.damaged = append(r.damaged, all[i])
 	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("resume: no intact checkpoint in %s:\n  %s", filepath.Join(r.cfg.Out, "checkpoints"), strings.Join(problems, "\n  "))
+	}
+	return nil, nil
+}
+
+// readCheckpoint reads and checks one checkpoint directory.
+func (r *Run) readCheckpoint(dir string) (*loaded, error) {
+	l := &loaded{dir: dir}
+	st := &l.st
+	path := filepath.Join(dir, "state.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, st); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if name := filepath.Base(dir); name != filepath.Base(checkpointDir("", st.Step)) {
+		return nil, fmt.Errorf("%s: step %d does not match the directory name %s", path, st.Step, name)
+	}
+	if err := r.checkIdentity(dir, st); err != nil {
+		return nil, mismatchError{err}
+	}
+	for _, a := range r.agents {
+		ad := filepath.Join(dir, "agents", a.Name)
+		m, err := model.Load(r.backend, ad)
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		tr, err := model.NewTrainer(m, optimizerConfig(a.Opt))
+		if err != nil {
+			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		if err := tr.LoadState(ad); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
+		}
+		l.models = append(l.models, m)
+		l.trainers = append(l.trainers, tr)
+	}
+	if l.tracker, err = hacpo.RestoreCapabilityTracker(st.Capability); err != nil {
+		return nil, fmt.Errorf("%s: capability: %w", path, err)
+	}
+	return l, nil
+}
+
+// checkIdentity checks that a checkpoint was written by this run's config:
+// the same agents in the same order, the same method, and the same
+// training-relevant config (resumeMayChange lists what may differ).
+func (r *Run) checkIdentity(dir string, st *state) error {
 	if len(st.Agents) != len(r.agents) {
 		return fmt.Errorf("resume: checkpoint %s has agents %v, config has %d agents", dir, st.Agents, len(r.agents))
 	}
@@ -186,33 +294,60 @@ func (r *Run) restore(dir string) error {
 	if st.Method != r.algo.Method {
 		return fmt.Errorf("resume: checkpoint %s was trained with method %q, config says %q", dir, st.Method, r.algo.Method)
 	}
-	for _, a := range r.agents {
-		ad := filepath.Join(dir, "agents", a.Name)
-		m, err := model.Load(r.backend, ad)
-		if err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		a.Model = m
-		tr, err := model.NewTrainer(m, optimizerConfig(a.Opt))
-		if err != nil {
-			return err
-		}
-		if err := tr.LoadState(ad); err != nil {
-			return fmt.Errorf("resume: %w", err)
-		}
-		a.Trainer = tr
+	if st.ConfigHash == "" {
+		r.obs.Log(fmt.Sprintf("resume: warning: checkpoint %s predates config hashes; cannot check that this config is the one that wrote it", dir))
+		return nil
 	}
-	if r.tracker, err = hacpo.RestoreCapabilityTracker(st.Capability); err != nil {
-		return fmt.Errorf("resume: %s: capability: %w", dir, err)
+	if st.ConfigHash == configHash(r.trainCfg) {
+		return nil
 	}
-	r.start = st.Step
-	r.firstEval, r.lastEval = st.FirstEval, st.LastEval
-	r.obs.Log(fmt.Sprintf("resumed from %s (step %d)", dir, st.Step))
+	diff, err := configDiff(st.Config, r.trainCfg)
+	if err != nil || len(diff) == 0 {
+		diff = []string{fmt.Sprintf("config hash: checkpoint %s, config %s", st.ConfigHash, configHash(r.trainCfg))}
+	}
+	return fmt.Errorf("resume: the config is not the one that wrote checkpoint %s:\n  %s\n"+
+		"only %s may change on --resume; train with the original config, or start a new run (another directory, or --overwrite)",
+		dir, strings.Join(diff, "\n  "), strings.Join(resumeMayChange, ", "))
+}
+
+// restore applies a loaded checkpoint to the run's agents and state.
+func (r *Run) restore(l *loaded) {
+	for i, a := range r.agents {
+		a.Model, a.Trainer = l.models[i], l.trainers[i]
+	}
+	r.tracker = l.tracker
+	r.start = l.st.Step
+	r.firstEval, r.lastEval = l.st.FirstEval, l.st.LastEval
+	r.firstEvalStep, r.lastEvalStep = -1, -1
+	if l.st.FirstEvalStep != nil && l.st.LastEvalStep != nil {
+		r.firstEvalStep, r.lastEvalStep = *l.st.FirstEvalStep, *l.st.LastEvalStep
+	}
+	r.obs.Log(fmt.Sprintf("resumed from %s (step %d)", l.dir, l.st.Step))
+}
+
+// setAsideDamaged renames the damaged checkpoints found on resume to
+// damaged-step-NNNNNNNN (kept for inspection, no longer counted as
+// checkpoints), so that the resumed run's own checkpoints take their place.
+func (r *Run) setAsideDamaged() error {
+	for _, dir := range r.damaged {
+		dst := filepath.Join(filepath.Dir(dir), "damaged-"+filepath.Base(dir))
+		for i := 2; ; i++ {
+			if _, err := os.Lstat(dst); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			dst = filepath.Join(filepath.Dir(dir), fmt.Sprintf("damaged-%s-%d", filepath.Base(dir), i))
+		}
+		if err := os.Rename(dir, dst); err != nil {
+			return fmt.Errorf("resume: setting aside the damaged checkpoint: %w", err)
+		}
+		r.obs.Log(fmt.Sprintf("resume: moved the damaged checkpoint %s to %s", dir, dst))
+	}
 	return nil
 }
 
 // setupReferences gives every agent its frozen reference model: the initial
-// weights, saved once in OUT/reference/<agent> so a resumed run uses the same.
+// weights, saved once in OUT/reference/<agent> (by saveReferences, when the
+// run's setup has succeeded) so a resumed run uses the same.
 func (r *Run) setupReferences(b compute.Backend, resumed bool) error {
 	for _, a := range r.agents {
 		dir := filepath.Join(r.cfg.Out, "reference", a.Name)
@@ -231,10 +366,18 @@ func (r *Run) setupReferences(b compute.Backend, resumed bool) error {
 		if err != nil {
 			return err
 		}
-		if err := writeDirAtomic(dir, ref.Save); err != nil {
+		a.Ref = ref
+	}
+	return nil
+}
+
+// saveReferences writes the reference models of a new run.
+func (r *Run) saveReferences() error {
+	for _, a := range r.agents {
+		dir := filepath.Join(r.cfg.Out, "reference", a.Name)
+		if err := writeDirAtomic(dir, a.Ref.Save); err != nil {
 			return fmt.Errorf("reference model of %s: %w", a.Name, err)
 		}
-		a.Ref = ref
 	}
 	return nil
 }

@@ -131,7 +131,9 @@ func (r *Run) evaluate(ctx context.Context, step int) error {
 	first := r.firstEval == nil
 	if first {
 		r.firstEval = map[string]map[string]float64{}
+		r.firstEvalStep = step
 	}
+	r.lastEvalStep = step
 	for i, a := range r.agents {
 		r.obs.Phase(step, a.Name, "eval")
 		t0 := time.Now()

@@ -8,9 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
@@ -54,25 +52,6 @@ func editMeta(t *testing.T, dir string, edit func(*Meta)) {
 	if err := writeJSON(filepath.Join(dir, "agent.json"), m); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// recorder is an Observer that keeps the log.
-type recorder struct {
-	mu   sync.Mutex
-	logs []string
-}
-
-func (r *recorder) Phase(int, string, string)            {}
-func (r *recorder) Step(int, int, time.Duration, string) {}
-func (r *recorder) Log(msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.logs = append(r.logs, msg)
-}
-func (r *recorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.logs, "\n")
 }
 
 // An agent whose config names no template kind takes the one saved with its

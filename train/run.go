@@ -26,10 +26,17 @@
 // is derived from (seed, step, agent, purpose), so there is no RNG state to
 // save and a run killed at any moment and resumed reproduces an uninterrupted
 // run's metrics bit for bit (timing metrics aside).
+//
+// OUT belongs to one run (rundir.go): a run holds its lock from New to the
+// end of Train, starts only in an empty OUT unless told to overwrite it, and
+// writes nothing there until its setup has succeeded. A checkpoint records
+// the training-relevant config and its hash (confighash.go), which a resume
+// must match; a damaged latest checkpoint gives way to the previous intact one.
 package train
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -43,10 +50,11 @@ import (
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/hacpo"
+	"github.com/hacrl/hacrl/internal/runlock"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
-	"github.com/hacrl/hacrl/rollout"
 	"github.com/hacrl/hacrl/reward"
+	"github.com/hacrl/hacrl/rollout"
 )
 
 // Observer receives progress: the CLI draws it live or logs it.
@@ -61,8 +69,12 @@ type Observer interface {
 
 // Options are the run's command-line overrides.
 type Options struct {
-	Resume   bool // continue from OUT's latest checkpoint
-	Observer Observer
+	Resume bool // continue from OUT's latest intact checkpoint
+	// Overwrite lets a new run start in an OUT that holds an earlier run,
+	// which it deletes once its own setup has succeeded (see rundir.go for
+	// the directories it refuses to empty). Not with Resume.
+	Overwrite bool
+	Observer  Observer
 }
 
 // Run is a training run in progress.
@@ -80,8 +92,15 @@ type Run struct {
 	obs     Observer
 	start   int // steps already done
 	seed    uint64
-	// first and last evaluation, per set and agent, for the summary
-	firstEval, lastEval map[string]map[string]float64
+	// first and last evaluation, per set and agent, for the summary, and
+	// their steps (−1: none yet, or unknown in an old checkpoint)
+	firstEval, lastEval         map[string]map[string]float64
+	firstEvalStep, lastEvalStep int
+
+	lock     *runlock.Lock   // OUT's lock, held from New to the end of Train (or Close)
+	trainCfg json.RawMessage // the training-relevant config (trainingConfig), stored in checkpoints
+	damaged  []string        // damaged checkpoints passed over on resume, set aside by New
+	complete bool            // resumed a run that had already done its steps
 
 	// gradHook, when set (tests), may alter a mini-batch's gradient weights
 	// before the backward pass: fault injection for the non-finite guard.
@@ -93,10 +112,15 @@ type Run struct {
 var ErrInterrupted = errors.New("interrupted")
 
 // New prepares a run: agents, task, method, output directory; with
-// opts.Resume it restores the latest checkpoint in cfg.Out.
-func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
+// opts.Resume it restores the latest intact checkpoint in cfg.Out. It takes
+// OUT's lock, held until Train returns or Close. Until everything is ready,
+// nothing in OUT is changed: a run that fails to start leaves it as it was.
+func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err error) {
 	if cfg.Out == "" {
 		return nil, errors.New("train: config has no out directory (set out: or --out)")
+	}
+	if opts.Resume && opts.Overwrite {
+		return nil, errors.New("train: --resume continues the run in the output directory and --overwrite deletes it: give one of them")
 	}
 	algo, err := methodSettings(cfg)
 	if err != nil {
@@ -109,7 +133,18 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 	if obs == nil {
 		obs = logObserver{}
 	}
-	r := &Run{cfg: cfg, algo: algo, obs: obs, seed: uint64(cfg.Seed)}
+	r := &Run{cfg: cfg, algo: algo, obs: obs, seed: uint64(cfg.Seed), firstEvalStep: -1, lastEvalStep: -1}
+	if r.trainCfg, err = trainingConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := r.lockOut(opts); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			r.lock.Release()
+		}
+	}()
 	t, err := BuildTask(cfg)
 	if err != nil {
 		return nil, err
@@ -132,18 +167,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	r.backend = b
-	ckpt := ""
-	if opts.Resume {
-		if ckpt, err = latestCheckpoint(cfg.Out); err != nil {
-			return nil, err
-		}
-		if ckpt == "" {
-			obs.Log(fmt.Sprintf("no checkpoint in %s: starting from step 0", cfg.Out))
-		}
-	}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
 	withRef := algo.KLCoef > 0
 	for i, ac := range cfg.Agents {
 		a, err := loadAgent(b, i, ac, false, obs.Log)
@@ -153,10 +176,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		a.Task = cfg.Task
 		r.agents = append(r.agents, a)
 	}
-	if ckpt != "" {
-		if err := r.restore(ckpt); err != nil {
+	var ckpt *loaded
+	if opts.Resume {
+		if ckpt, err = r.findCheckpoint(); err != nil {
 			return nil, err
 		}
+		if ckpt == nil {
+			obs.Log(fmt.Sprintf("no checkpoint in %s: starting from step 0", cfg.Out))
+		}
+	}
+	if ckpt != nil {
+		r.restore(ckpt)
 	} else {
 		if r.tracker, err = hacpo.NewCapabilityTracker(len(r.agents), algo.Capability); err != nil {
 			return nil, err
@@ -169,7 +199,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	if withRef {
-		if err := r.setupReferences(b, ckpt != ""); err != nil {
+		if err := r.setupReferences(b, ckpt != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -183,6 +213,25 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 			a.Ref.SetEngine(engine)
 		}
 	}
+	if ckpt != nil && r.start >= cfg.Steps {
+		// Nothing to train: leave OUT as it is (see Train).
+		r.complete = true
+		return r, nil
+	}
+	// Setup succeeded: from here on the run writes into OUT.
+	if opts.Overwrite {
+		if err := clearOut(cfg.Out); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.setAsideDamaged(); err != nil {
+		return nil, err
+	}
+	if withRef && ckpt == nil {
+		if err := r.saveReferences(); err != nil {
+			return nil, err
+		}
+	}
 	if err := writeResolvedConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -194,6 +243,47 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// lockOut creates OUT, takes its lock and checks that the run may use it: a
+// new run needs an empty OUT, or Overwrite and an OUT that holds only a
+// run's files.
+func (r *Run) lockOut(opts Options) error {
+	out := r.cfg.Out
+	if opts.Overwrite {
+		if err := checkOverwriteTarget(out); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	lock, err := runlock.Acquire(out)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if lock.Stale != nil {
+		r.obs.Log(fmt.Sprintf("%s: the previous run (%s) ended without releasing its lock; taking it over", out, lock.Stale))
+	}
+	if !opts.Resume {
+		if err := checkNewRun(out, opts.Overwrite); err != nil {
+			lock.Release()
+			return err
+		}
+	}
+	r.lock = lock
+	return nil
+}
+
+// Close releases what the run holds: the metrics files and OUT's lock. Train
+// calls it when it returns; call it for a run that is not trained.
+func (r *Run) Close() error {
+	var err error
+	if r.metrics != nil {
+		err = r.metrics.Close()
+	}
+	r.stopReward()
+	return errors.Join(err, r.lock.Release())
 }
 
 // rng is the random source for one purpose of one agent at one step.
@@ -212,13 +302,20 @@ func (r *Run) StartStep() int { return r.start }
 // Train runs the remaining steps. Cancelling ctx stops after the current step,
 // saves a checkpoint and returns ErrInterrupted.
 func (r *Run) Train(ctx context.Context) (*Summary, error) {
-	defer r.metrics.Close()
-	defer r.stopReward()
+	defer r.Close()
 	if err := r.startReward(ctx); err != nil {
 		return nil, err
 	}
 	steps := r.cfg.Steps
 	t0 := time.Now()
+	if r.complete {
+		if err := r.saveFinal(true); err != nil {
+			return nil, err
+		}
+		s := r.summary(r.start, 0)
+		s.AlreadyComplete = true
+		return s, nil
+	}
 	if r.start == 0 && *r.cfg.Eval.AtStart && len(r.evals) > 0 {
 		if err := r.evaluate(ctx, 0); err != nil {
 			return nil, err
@@ -263,7 +360,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			}
 		}
 	}
-	if err := r.saveFinal(); err != nil {
+	if err := r.saveFinal(false); err != nil {
 		return nil, err
 	}
 	return r.summary(steps, time.Since(t0)), nil
@@ -278,10 +375,15 @@ func stepSummary(agents []*Agent, vals []map[string]float64) string {
 }
 
 // saveFinal writes every agent as a standalone checkpoint in OUT/final/<name>,
-// ready for `hacrl eval` or as the starting point of another run.
-func (r *Run) saveFinal() error {
+// ready for `hacrl eval` or as the starting point of another run. With
+// onlyMissing (a finished run resumed) it writes only those a run killed
+// before the end did not.
+func (r *Run) saveFinal(onlyMissing bool) error {
 	for _, a := range r.agents {
 		dst := filepath.Join(r.cfg.Out, "final", a.Name)
+		if _, err := os.Stat(filepath.Join(dst, "agent.json")); onlyMissing && err == nil {
+			continue
+		}
 		if err := writeDirAtomic(dst, func(tmp string) error { return saveAgent(a, tmp) }); err != nil {
 			return fmt.Errorf("train: final checkpoint of %s: %w", a.Name, err)
 		}

@@ -17,30 +17,63 @@ type randSource = rand.Rand
 
 // Summary is what a finished (or interrupted) run reports.
 type Summary struct {
-	Steps   int
+	Steps   int // steps done in all
 	Elapsed time.Duration
-	// Eval[agent][key] at the first and the last evaluation (keys eval/<set>/<metric>).
+	// Resumed is the step this invocation started from (0 for a new run).
+	Resumed int
+	// AlreadyComplete says the run had done its steps before this invocation
+	// (a resume of a finished run): nothing was trained.
+	AlreadyComplete bool
+	// Eval[agent][key] at the first and the latest evaluation (keys eval/<set>/<metric>).
 	First, Last map[string]map[string]float64
-	Agents      []string
+	// FirstStep and LastStep are the steps of First and Last; −1 when
+	// unknown (resumed from a checkpoint that did not record them).
+	FirstStep, LastStep int
+	Agents              []string
 }
 
 func (r *Run) summary(steps int, elapsed time.Duration) *Summary {
-	s := &Summary{Steps: steps, Elapsed: elapsed, First: r.firstEval, Last: r.lastEval}
+	s := &Summary{Steps: steps, Elapsed: elapsed, Resumed: r.start, First: r.firstEval, Last: r.lastEval,
+		FirstStep: r.firstEvalStep, LastStep: r.lastEvalStep}
 	for _, a := range r.agents {
 		s.Agents = append(s.Agents, a.Name)
 	}
 	return s
 }
 
-// String is the final table: every evaluation metric per agent, at the start
-// and at the end of training.
+// String is the final table: every evaluation metric per agent, at the first
+// and at the latest evaluation, which after an interrupt may be before the
+// last step done.
 func (s *Summary) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d steps in %s\n", s.Steps, s.Elapsed.Round(time.Second))
+	switch {
+	case s.AlreadyComplete:
+		fmt.Fprintf(&b, "run already complete at step %d: nothing to train (raise steps to go on)\n", s.Steps)
+	case s.Resumed > 0:
+		fmt.Fprintf(&b, "%d steps in %s (resumed at step %d)\n", s.Steps, s.Elapsed.Round(time.Second), s.Resumed)
+	default:
+		fmt.Fprintf(&b, "%d steps in %s\n", s.Steps, s.Elapsed.Round(time.Second))
+	}
 	if len(s.Last) == 0 {
+		b.WriteString("no evaluation\n")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%-16s %-28s %8s %8s %8s\n", "agent", "metric", "start", "end", "change")
+	known := s.FirstStep >= 0 && s.LastStep >= 0
+	once := known && s.FirstStep == s.LastStep
+	startCol, endCol := "start", "end"
+	if known {
+		startCol, endCol = fmt.Sprintf("step %d", s.FirstStep), fmt.Sprintf("step %d", s.LastStep)
+	}
+	if once {
+		fmt.Fprintf(&b, "one evaluation, at step %d", s.FirstStep)
+		if s.LastStep < s.Steps {
+			fmt.Fprintf(&b, " (none in the %d steps since)", s.Steps-s.LastStep)
+		}
+		b.WriteByte('\n')
+		fmt.Fprintf(&b, "%-16s %-28s %8s\n", "agent", "metric", startCol)
+	} else {
+		fmt.Fprintf(&b, "%-16s %-28s %8s %8s %8s\n", "agent", "metric", startCol, endCol, "change")
+	}
 	for _, a := range s.Agents {
 		last := s.Last[a]
 		keys := make([]string, 0, len(last))
@@ -51,11 +84,15 @@ func (s *Summary) String() string {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
+			name := strings.TrimPrefix(k, "eval/")
 			start, ok := s.First[a][k]
-			if ok {
-				fmt.Fprintf(&b, "%-16s %-28s %8.3f %8.3f %+8.3f\n", a, strings.TrimPrefix(k, "eval/"), start, last[k], last[k]-start)
-			} else {
-				fmt.Fprintf(&b, "%-16s %-28s %8s %8.3f %8s\n", a, strings.TrimPrefix(k, "eval/"), "-", last[k], "")
+			switch {
+			case once:
+				fmt.Fprintf(&b, "%-16s %-28s %8.3f\n", a, name, last[k])
+			case ok:
+				fmt.Fprintf(&b, "%-16s %-28s %8.3f %8.3f %+8.3f\n", a, name, start, last[k], last[k]-start)
+			default:
+				fmt.Fprintf(&b, "%-16s %-28s %8s %8.3f %8s\n", a, name, "-", last[k], "")
 			}
 		}
 	}

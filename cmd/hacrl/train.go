@@ -16,6 +16,7 @@ func trainCmd() *cobra.Command {
 		steps, seed int64
 		out         string
 		resume      bool
+		overwrite   bool
 		backendCfg  string
 	)
 	cmd := &cobra.Command{
@@ -25,9 +26,19 @@ func trainCmd() *cobra.Command {
 
 The run writes OUT/metrics.jsonl, TensorBoard files in OUT/tb, checkpoints in
 OUT/checkpoints and the final agents in OUT/final/<agent>. Interrupt (Ctrl-C)
-finishes the current step, saves a checkpoint and exits; --resume continues.`,
+finishes the current step, saves a checkpoint and exits; --resume continues,
+from the latest intact checkpoint, with the same config (steps, out, eval,
+checkpoint, backend and engine may change).
+
+OUT belongs to one run: a second run pointed at it while the first is going
+is refused, naming it. A new run needs a missing or empty OUT; --overwrite
+deletes an earlier run there (only a directory holding nothing but a run's
+files, and never the working or the home directory).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if resume && overwrite {
+				return usage("--resume continues the run in the output directory and --overwrite deletes it: give one of them")
+			}
 			cfg, err := config.Load(args[0])
 			if err != nil {
 				return err
@@ -54,10 +65,11 @@ finishes the current step, saves a checkpoint and exits; --resume continues.`,
 			}
 			disp := progress.New(os.Stderr, names, cfg.Steps)
 			defer disp.Close()
-			run, err := train.New(cmd.Context(), cfg, train.Options{Resume: resume, Observer: disp})
+			run, err := train.New(cmd.Context(), cfg, train.Options{Resume: resume, Overwrite: overwrite, Observer: disp})
 			if err != nil {
 				return err
 			}
+			defer run.Close()
 			fmt.Fprint(os.Stderr, run.Plan())
 			sum, err := run.Train(cmd.Context())
 			if sum != nil {
@@ -78,7 +90,8 @@ finishes the current step, saves a checkpoint and exits; --resume continues.`,
 	f.Int64Var(&steps, "steps", 0, "number of training steps (overrides the config)")
 	f.Int64Var(&seed, "seed", 0, "random seed (overrides the config)")
 	f.StringVar(&out, "out", "", "output directory (overrides the config)")
-	f.BoolVar(&resume, "resume", false, "continue from the latest checkpoint in the output directory")
+	f.BoolVar(&resume, "resume", false, "continue from the latest intact checkpoint in the output directory")
+	f.BoolVar(&overwrite, "overwrite", false, "delete the earlier run in the output directory and start again")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config, e.g. go:parallelism=-1 or xla:cuda (with -tags xla)")
 	return cmd
 }

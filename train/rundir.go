@@ -1,0 +1,208 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/hacrl/hacrl/internal/runlock"
+)
+
+// An output directory belongs to one run (see Options):
+//
+//   - the run holds OUT's lock (internal/runlock) from New until Train ends or
+//     Close, so a second run pointed at OUT is refused with the holder's pid,
+//     host, start time and command line; the kernel drops the lock of a killed
+//     process, and the next run takes it over and says so;
+//   - a new run (no --resume) starts only in a missing or empty OUT, or with
+//     --overwrite, which first deletes what a previous run wrote;
+//   - New writes nothing into OUT but the lock until its whole setup (task,
+//     agents, checkpoint, evaluation sets) has succeeded, so a run that fails
+//     to start leaves an earlier run's files as they were.
+
+// runEntries are the names a run (or an experiment cell, which adds
+// cell.yaml, train.log and done.json) writes at the top of its output
+// directory. --overwrite empties a directory only when it holds nothing else:
+// a directory with other files was not written by hacrl, and deleting it is
+// left to the user. A new kind of output at the top of OUT needs a line here.
+var runEntries = []string{
+	"metrics.jsonl", "config.yaml", "tb", "checkpoints", "final", "reference",
+	"plots", "rollouts",
+	"cell.yaml", "train.log", "done.json",
+	runlock.FileName,
+}
+
+// isRunEntry reports whether name is one of runEntries or the temporary file
+// of one (atomicfile's ".NAME.tmp-*").
+func isRunEntry(name string) bool {
+	for _, e := range runEntries {
+		if name == e || strings.HasPrefix(name, "."+e+".tmp-") {
+			return true
+		}
+	}
+	return false
+}
+
+// outContents lists what dir holds, apart from the lock file: names, with a
+// trailing "/" for directories.
+func outContents(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Name() == runlock.FileName {
+			continue
+		}
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
+		}
+		names = append(names, n)
+	}
+	return names, nil
+}
+
+// describe lists at most six names, then a count of the others.
+func describe(names []string) string {
+	const most = 6
+	if len(names) <= most {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:most], ", "), len(names)-most)
+}
+
+// latestStepName is the name of the latest step checkpoint in out, read
+// without touching anything ("" if none).
+func latestStepName(out string) string {
+	entries, _ := os.ReadDir(filepath.Join(out, "checkpoints"))
+	last := ""
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), checkpointPrefix) && e.Name() > last {
+			last = e.Name()
+		}
+	}
+	return last
+}
+
+// checkNewRun refuses a new run (not a resume) in a directory that already
+// holds something, unless overwrite is set and the directory looks like a
+// run's (only runEntries).
+func checkNewRun(out string, overwrite bool) error {
+	names, err := outContents(out)
+	if err != nil {
+		return fmt.Errorf("train: %w", err)
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	var foreign []string
+	for _, n := range names {
+		if !isRunEntry(strings.TrimSuffix(n, "/")) {
+			foreign = append(foreign, n)
+		}
+	}
+	if overwrite {
+		if len(foreign) > 0 {
+			return fmt.Errorf("train: --overwrite: %s holds %s, which a hacrl run does not write; "+
+				"--overwrite only empties a run's directory: remove them yourself or choose another directory", out, describe(foreign))
+		}
+		return nil
+	}
+	what := describe(names)
+	if ck := latestStepName(out); ck != "" {
+		what += "; latest checkpoint " + ck
+	}
+	if len(foreign) == len(names) {
+		return fmt.Errorf("train: output directory %s is not empty (it holds %s); choose a new or empty directory", out, what)
+	}
+	return fmt.Errorf("train: output directory %s already holds a run (%s); continue it with --resume, "+
+		"or delete it and start again with --overwrite", out, what)
+}
+
+// checkOverwriteTarget refuses --overwrite on a directory that no run should
+// be emptying: the file-system root, the home directory, or the working
+// directory or any directory that contains it.
+func checkOverwriteTarget(out string) error {
+	target, err := realPath(out)
+	if err != nil {
+		return fmt.Errorf("train: --overwrite %s: %w", out, err)
+	}
+	if filepath.Dir(target) == target {
+		return fmt.Errorf("train: --overwrite: refusing to empty %s, the root of a file system", out)
+	}
+	protected := map[string]string{}
+	if home, err := os.UserHomeDir(); err == nil {
+		protected[home] = "the home directory"
+	}
+	if wd, err := os.Getwd(); err == nil {
+		protected[wd] = "the working directory"
+	}
+	for dir, what := range protected {
+		p, err := realPath(dir)
+		if err != nil {
+			continue
+		}
+		if p == target {
+			return fmt.Errorf("train: --overwrite: refusing to empty %s, %s", out, what)
+		}
+		if rel, err := filepath.Rel(target, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("train: --overwrite: refusing to empty %s, which contains %s (%s)", out, what, dir)
+		}
+	}
+	return nil
+}
+
+// realPath is the absolute path of p with symbolic links resolved, as far as
+// p exists (a missing tail is kept as written).
+func realPath(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var missing []string
+	for {
+		r, err := filepath.EvalSymlinks(abs)
+		if err == nil {
+			slices.Reverse(missing)
+			return filepath.Join(append([]string{r}, missing...)...), nil
+		}
+		parent := filepath.Dir(abs)
+		if parent == abs {
+			return "", err
+		}
+		missing = append(missing, filepath.Base(abs))
+		abs = parent
+	}
+}
+
+// keptOnOverwrite are the entries --overwrite leaves: the lock, and the
+// config an experiment wrote for its cell (the input of the run, which may be
+// the very CONFIG being trained).
+var keptOnOverwrite = []string{runlock.FileName, "cell.yaml"}
+
+// clearOut deletes everything in out but keptOnOverwrite. checkNewRun has
+// made sure it holds only runEntries. Entries are removed by name inside out,
+// and os.RemoveAll deletes a symbolic link itself, never what it points to.
+func clearOut(out string) error {
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("train: --overwrite: %w", err)
+	}
+	for _, e := range entries {
+		if slices.Contains(keptOnOverwrite, e.Name()) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(out, e.Name())); err != nil {
+			return fmt.Errorf("train: --overwrite: %w", err)
+		}
+	}
+	return nil
+}

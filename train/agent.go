@@ -41,8 +41,9 @@ type Meta struct {
 // ReadMeta reads dir/agent.json; a checkpoint without one gets a plain
 // template and default sampling.
 func ReadMeta(dir string) (Meta, error) {
+	one := 1.0
 	m := Meta{Name: filepath.Base(dir), Template: config.Template{Kind: "plain"},
-		Sampling: config.Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 64}}
+		Sampling: config.Sampling{Temperature: &one, TopP: 1, MaxNewTokens: 64}}
 	data, err := os.ReadFile(filepath.Join(dir, "agent.json"))
 	if os.IsNotExist(err) {
 		return m, nil
@@ -101,7 +102,7 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool) (*Agent,
 	a.Template = tokenizer.Template{Kind: ac.Template.Kind, System: ac.Template.System}
 	a.Sampling = model.SampleOptions{
 		MaxNewTokens: ac.Sampling.MaxNewTokens,
-		Temperature:  ac.Sampling.Temperature,
+		Temperature:  *ac.Sampling.Temperature,
 		TopP:         ac.Sampling.TopP,
 		TopK:         ac.Sampling.TopK,
 		Stop:         a.Template.StopTokens(tok),
@@ -131,7 +132,7 @@ func optimizerConfig(o config.Optimizer) model.OptimizerConfig {
 		Beta1:        o.Beta1,
 		Beta2:        o.Beta2,
 		Epsilon:      o.Epsilon,
-		MaxGradNorm:  o.MaxGradNorm,
+		MaxGradNorm:  *o.MaxGradNorm,
 	}
 }
 
@@ -170,7 +171,8 @@ func saveAgent(a *Agent, dir string) error {
 	if err := a.Trainer.SaveState(dir); err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
+	temp := a.Sampling.Temperature
 	meta := Meta{Name: a.Name, Template: config.Template{Kind: a.Template.Kind, System: a.Template.System}, Task: a.Task,
-		Sampling: config.Sampling{Temperature: a.Sampling.Temperature, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens}}
+		Sampling: config.Sampling{Temperature: &temp, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens}}
 	return writeJSON(filepath.Join(dir, "agent.json"), meta)
 }

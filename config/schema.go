@@ -69,7 +69,7 @@ func parseDefault(f reflect.StructField, t reflect.Type) reflect.Value {
 // LoadSFT) reads back to the same value: every key that is set, zero values
 // that mean something of their own included (top_k: 0, at_start: false),
 // without the keys left unset (nil pointers, empty strings and lists, and
-// the zero of a field with a default).
+// the zero of a field with a default or of one task's option).
 func Marshal(v any) ([]byte, error) {
 	n, ok := encodeValue(reflect.ValueOf(v), reflect.StructField{})
 	if !ok {
@@ -134,7 +134,9 @@ func encodeValue(v reflect.Value, f reflect.StructField) (n *yaml.Node, ok bool)
 			return nil, false
 		}
 	default:
-		if _, hasDefault := defaultText(f); hasDefault && isZero(v) {
+		_, hasDefault := defaultText(f)
+		_, oneTask := f.Tag.Lookup("task") // another task's option, or a default
+		if (hasDefault || oneTask) && isZero(v) {
 			return nil, false
 		}
 	}

@@ -17,6 +17,7 @@ func trainCmd() *cobra.Command {
 		out         string
 		resume      bool
 		backendCfg  string
+		printDefs   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "train CONFIG",
@@ -47,6 +48,14 @@ finishes the current step, saves a checkpoint and exits; --resume continues.`,
 			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("config %s: %w", args[0], err)
+			}
+			if printDefs {
+				data, err := train.ResolvedYAML(cfg)
+				if err != nil {
+					return fmt.Errorf("config %s: %w", args[0], err)
+				}
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
 			}
 			names := make([]string, len(cfg.Agents))
 			for i, a := range cfg.Agents {
@@ -80,5 +89,6 @@ finishes the current step, saves a checkpoint and exits; --resume continues.`,
 	f.StringVar(&out, "out", "", "output directory (overrides the config)")
 	f.BoolVar(&resume, "resume", false, "continue from the latest checkpoint in the output directory")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config, e.g. go:parallelism=-1 or xla:cuda (with -tags xla)")
+	f.BoolVar(&printDefs, "print-defaults", false, "print the config with every default filled in (as OUT/config.yaml records it) and exit without training")
 	return cmd
 }

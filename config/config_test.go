@@ -281,3 +281,65 @@ optimizer: {lr: 0.001}
 		})
 	}
 }
+
+// TestDefaultTags: every default tag of every config type parses as its
+// field's type and is applied; no field has both a default and a derived tag.
+func TestDefaultTags(t *testing.T) {
+	for _, v := range []any{&Config{}, &SFT{}} {
+		rv := reflect.ValueOf(v).Elem()
+		allocate(rv)
+		fillDefaults(rv)
+		checkTags(t, rv)
+	}
+}
+
+// allocate gives every nil struct pointer a value and every list of
+// structs one element, so that fillDefaults reaches every field.
+func allocate(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() && v.Type().Elem().Kind() == reflect.Struct {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		if !v.IsNil() {
+			allocate(v.Elem())
+		}
+	case reflect.Slice:
+		if v.Len() == 0 && v.Type().Elem().Kind() == reflect.Struct {
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		}
+		for i := 0; i < v.Len(); i++ {
+			allocate(v.Index(i))
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			allocate(v.Field(i))
+		}
+	}
+}
+
+func checkTags(t *testing.T, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			checkTags(t, v.Elem())
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			checkTags(t, v.Index(i))
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			_, hasDefault := f.Tag.Lookup("default")
+			_, hasDerived := f.Tag.Lookup("derived")
+			if hasDefault && hasDerived {
+				t.Errorf("%s.%s has both a default and a derived tag", v.Type().Name(), f.Name)
+			}
+			if fv := v.Field(i); hasDefault && (fv.Kind() == reflect.Pointer && fv.IsNil() || isZero(fv)) {
+				t.Errorf("%s.%s: default %q not applied", v.Type().Name(), f.Name, f.Tag.Get("default"))
+			}
+			checkTags(t, v.Field(i))
+		}
+	}
+}

@@ -1,8 +1,15 @@
 // Package config is the schema of a hacrl run: the agents, the method and its
 // hyperparameters, the task or dataset, the batch sizes, the schedule of
 // evaluation and checkpoints. Files are YAML. Decoding is strict: an unknown
-// key, a value of the wrong type or an impossible combination fails before any
-// work starts, with the key's path (agents[1].sampling.top_p) and line.
+// key, a value of the wrong type (a fraction for an integer, NaN) or an
+// impossible combination fails before any work starts, with the key's path
+// (agents[1].sampling.top_p) and line.
+//
+// Only keys left out take defaults; a value given is kept or refused, never
+// replaced. The defaults live in the fields' default and derived tags (see
+// schema.go), which also make the reference docs/config.md (go generate).
+// Defaults that belong to other packages — the method preset's
+// hyperparameters, a task's options — are filled in by train.Resolve.
 //
 // Batch sizes have explicit names, because "batch size" means four different
 // things in RL trainers:

@@ -1,8 +1,15 @@
 // Package config is the schema of a hacrl run: the agents, the method and its
 // hyperparameters, the task or dataset, the batch sizes, the schedule of
 // evaluation and checkpoints. Files are YAML. Decoding is strict: an unknown
-// key, a value of the wrong type or an impossible combination fails before any
-// work starts, with the key's path (agents[1].sampling.top_p) and line.
+// key, a value of the wrong type (a fraction for an integer, NaN) or an
+// impossible combination fails before any work starts, with the key's path
+// (agents[1].sampling.top_p) and line.
+//
+// Only keys left out take defaults; a value given is kept or refused, never
+// replaced. The defaults live in the fields' default and derived tags (see
+// schema.go), which also make the reference docs/config.md (go generate).
+// Defaults that belong to other packages — the method preset's
+// hyperparameters, a task's options — are filled in by train.Resolve.
 //
 // Batch sizes have explicit names, because "batch size" means four different
 // things in RL trainers:
@@ -21,6 +28,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"reflect"
@@ -31,28 +39,59 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Config is a whole run.
+// Config is a whole run: the file `hacrl train` reads.
 type Config struct {
-	Name        string     `yaml:"name" json:"name,omitempty"`
-	Seed        int64      `yaml:"seed" json:"seed,omitempty"`
-	Out         string     `yaml:"out" json:"out,omitempty"`
-	Steps       int        `yaml:"steps" json:"steps,omitempty"`
-	Method      Method     `yaml:"method" json:"method,omitempty"`
-	Task        *Task      `yaml:"task" json:"task,omitempty"`
-	Dataset     *Dataset   `yaml:"dataset" json:"dataset,omitempty"`
-	Reward      *Reward    `yaml:"reward" json:"reward,omitempty"` // an external reward (a command or an HTTP endpoint) in place of the task's own checker; docs/reward.md
-	Batch       Batch      `yaml:"batch" json:"batch,omitempty"`
-	Agents      []Agent    `yaml:"agents" json:"agents,omitempty"`
-	Eval        Eval       `yaml:"eval" json:"eval,omitempty"`
-	Checkpoint  Checkpoint `yaml:"checkpoint" json:"checkpoint,omitempty"`
-	Rollouts    Rollouts   `yaml:"rollouts" json:"rollouts,omitempty"`           // readable rollout logs in OUT/rollouts (off by default)
-	OnNonFinite string     `yaml:"on_non_finite" json:"on_non_finite,omitempty"` // "skip" (default): drop the mini-batch; "stop": end the run
-	Backend     string     `yaml:"backend" json:"backend,omitempty"`             // GoMLX backend config; default "go:parallelism=-1"
-	Engine      string     `yaml:"engine" json:"engine,omitempty"`               // auto (default), native or graph: how the models run (model.Engine)
+	// Name labels the run in logs and reports.
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// Seed derives every random draw of the run (prompt order, sampling,
+	// evaluation samples): the same config, seed and build give the same
+	// metrics. --seed overrides it.
+	Seed int64 `yaml:"seed,omitempty" json:"seed,omitempty"`
+	// Out is the output directory: metrics, checkpoints, the final agents and
+	// the resolved config. Required here or as --out, which overrides it.
+	Out string `yaml:"out,omitempty" json:"out,omitempty"`
+	// Steps is the number of training steps; 0 trains nothing (the agents are
+	// evaluated and saved as they are). --steps overrides it.
+	Steps int `yaml:"steps,omitempty" json:"steps,omitempty"`
+	// Method is the algorithm: a preset and overrides of its hyperparameters.
+	Method Method `yaml:"method,omitempty" json:"method,omitempty"`
+	// Task is a generated task; give exactly one of task or dataset.
+	Task *Task `yaml:"task,omitempty" json:"task,omitempty"`
+	// Dataset is a training prompt set read from a file; give exactly one of
+	// task or dataset.
+	Dataset *Dataset `yaml:"dataset,omitempty" json:"dataset,omitempty"`
+	// Reward is an external reward (a command or an HTTP endpoint) that
+	// scores every training response in place of the task's own checker;
+	// see docs/reward.md.
+	Reward *Reward `yaml:"reward,omitempty" json:"reward,omitempty"`
+	// Batch holds the batch sizes (see the package doc).
+	Batch Batch `yaml:"batch,omitempty" json:"batch,omitempty"`
+	// Agents are the models that train together: at least one, and at least
+	// two for the methods that share rollouts (hacpo, naive and the ablations).
+	Agents []Agent `yaml:"agents,omitempty" json:"agents,omitempty"`
+	// Eval is the evaluation schedule and its sets.
+	Eval Eval `yaml:"eval,omitempty" json:"eval,omitempty"`
+	// Checkpoint is the checkpoint schedule.
+	Checkpoint Checkpoint `yaml:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	// Rollouts schedules the readable rollout logs in OUT/rollouts (off by
+	// default).
+	Rollouts Rollouts `yaml:"rollouts,omitempty" json:"rollouts,omitempty"`
+	// OnNonFinite is what a NaN or Inf loss or gradient does: skip drops the
+	// mini-batch and goes on, stop ends the run. Either way no non-finite
+	// value reaches a checkpoint.
+	OnNonFinite string `yaml:"on_non_finite,omitempty" json:"on_non_finite,omitempty" default:"skip"`
+	// Backend is the GoMLX backend configuration, e.g. go:parallelism=-1, or
+	// xla:cuda in a build with -tags xla. The GOMLX_BACKEND environment
+	// variable overrides it, and so does --backend.
+	Backend string `yaml:"backend,omitempty" json:"backend,omitempty" derived:"the backend package's default (see below)"`
+	// Engine is how the models run: native (hand-written CPU kernels), graph
+	// (GoMLX graphs, the path for GPUs) or auto (native for float32 models on
+	// the CPU backend, graph otherwise).
+	Engine string `yaml:"engine,omitempty" json:"engine,omitempty" default:"auto"`
 }
 
 // checkEngine reports an engine name other than auto, native or graph.
-func checkEngine(bad func(path, format string, args ...any), engine string) {
+func checkEngine(bad badFunc, engine string) {
 	switch engine {
 	case "auto", "native", "graph":
 	default:
@@ -63,41 +102,81 @@ func checkEngine(bad func(path, format string, args ...any), engine string) {
 // Method selects the algorithm preset and overrides its hyperparameters.
 // Unset fields keep the preset's values (../shared/docs/hacpo-paper.md §4.3).
 type Method struct {
-	Name         string   `yaml:"name" json:"name,omitempty"` // hacpo, gspo, gspo2x, grpo, naive, no-adv, no-omega, no-stepwise, no-cross-clip
-	Alpha        *float64 `yaml:"alpha" json:"alpha,omitempty"`
-	Delta        *float64 `yaml:"delta" json:"delta,omitempty"`           // cross clip lower bound is 1 − delta
-	DeltaStep    *float64 `yaml:"delta_step" json:"delta_step,omitempty"` // per-update tightening of the cross lower bound
-	ClipLow      *float64 `yaml:"clip_low" json:"clip_low,omitempty"`
-	ClipHigh     *float64 `yaml:"clip_high" json:"clip_high,omitempty"`
-	KLCoef       *float64 `yaml:"kl_coef" json:"kl_coef,omitempty"`
-	Window       *int     `yaml:"window" json:"window,omitempty"`               // capability window K
-	WarmupSteps  *int     `yaml:"warmup_steps" json:"warmup_steps,omitempty"`   // steps with ω forced to 1
-	Capability   string   `yaml:"capability" json:"capability,omitempty"`       // "accuracy" (fraction of rewards > 0) or "mean_reward"
-	NormalizeStd *bool    `yaml:"normalize_std" json:"normalize_std,omitempty"` // divide advantages by the joint std
-	OmegaMin     *float64 `yaml:"omega_min" json:"omega_min,omitempty"`
-	OmegaMax     *float64 `yaml:"omega_max" json:"omega_max,omitempty"`
+	// Name is the preset: hacpo, gspo, gspo2x, grpo, naive, no-adv, no-omega,
+	// no-stepwise or no-cross-clip. The keys below override its values.
+	Name string `yaml:"name,omitempty" json:"name,omitempty" default:"hacpo"`
+	// Alpha (α ≥ 0) is the power of the exponential importance-sampling factor
+	// sg(clip(s))^α on other agents' samples.
+	Alpha *float64 `yaml:"alpha,omitempty" json:"alpha,omitempty" derived:"the preset's (see below)"`
+	// Delta (δ, in [0, 1]) sets the lower bound 1 − δ of the clip on other
+	// agents' samples.
+	Delta *float64 `yaml:"delta,omitempty" json:"delta,omitempty" derived:"the preset's (see below)"`
+	// DeltaStep (δ_step ≥ 0) tightens that lower bound by this much with each
+	// mini-batch (stepwise clipping).
+	DeltaStep *float64 `yaml:"delta_step,omitempty" json:"delta_step,omitempty" derived:"the preset's (see below)"`
+	// ClipLow is the lower clip range of the agent's own samples: their ratio is
+	// clipped to [1 − clip_low, 1 + clip_high]; in [0, 1).
+	ClipLow *float64 `yaml:"clip_low,omitempty" json:"clip_low,omitempty" derived:"the preset's (see below)"`
+	// ClipHigh is the upper clip range of the agent's own samples (≥ 0).
+	ClipHigh *float64 `yaml:"clip_high,omitempty" json:"clip_high,omitempty" derived:"the preset's (see below)"`
+	// KLCoef is the coefficient of the k3 KL to the frozen reference model on
+	// the agent's own samples; 0 turns the term, and the reference models, off.
+	KLCoef *float64 `yaml:"kl_coef,omitempty" json:"kl_coef,omitempty" derived:"the preset's (see below)"`
+	// Window is the capability window K: the number of steps (the current one
+	// included) over which each agent's capability is averaged; ≥ 1.
+	Window *int `yaml:"window,omitempty" json:"window,omitempty" derived:"the preset's (see below)"`
+	// WarmupSteps is the number of first training steps with ω forced to 1.
+	WarmupSteps *int `yaml:"warmup_steps,omitempty" json:"warmup_steps,omitempty" derived:"the preset's (see below)"`
+	// Capability is the per-step statistic behind an agent's capability:
+	// accuracy (the fraction of rewards > 0) or mean_reward.
+	Capability string `yaml:"capability,omitempty" json:"capability,omitempty" default:"accuracy"`
+	// NormalizeStd divides advantages by the joint group's standard deviation.
+	NormalizeStd *bool `yaml:"normalize_std,omitempty" json:"normalize_std,omitempty" derived:"the preset's (see below)"`
+	// OmegaMin is the lower clamp of ω(a, b) = P̂a/P̂b (> 0).
+	OmegaMin *float64 `yaml:"omega_min,omitempty" json:"omega_min,omitempty" derived:"the preset's (see below)"`
+	// OmegaMax is the upper clamp of ω (≥ omega_min).
+	OmegaMax *float64 `yaml:"omega_max,omitempty" json:"omega_max,omitempty" derived:"the preset's (see below)"`
 	// CrossAdvantage is "all" (the paper) or "positive": a diagnostic beyond the
 	// paper in which other agents' samples with a negative advantage contribute
 	// nothing to the learner's update (see hacpo.Settings.CrossPositiveOnly).
-	CrossAdvantage string `yaml:"cross_advantage" json:"cross_advantage,omitempty"`
+	CrossAdvantage string `yaml:"cross_advantage,omitempty" json:"cross_advantage,omitempty" default:"all"`
 }
 
-// Task names a generated task and its options; zero options take the task's
-// defaults, and the task itself checks their ranges.
+// Task names a generated task and its options. Options left out take the
+// task's defaults (see below); the task checks their ranges, and an option of
+// the other task is an error.
 type Task struct {
-	Name         string  `yaml:"name" json:"name,omitempty"` // arith or countdown
-	Seed         uint64  `yaml:"seed" json:"seed,omitempty"` // selects the problems; independent of the run's seed so every seed sees the same test set
-	FormatWeight float64 `yaml:"format_weight" json:"format_weight,omitempty"`
-	// arith
-	Digits    int    `yaml:"digits" json:"digits,omitempty"`
-	Ops       int    `yaml:"ops" json:"ops,omitempty"`
-	Operators string `yaml:"operators" json:"operators,omitempty"`
-	MulDigits int    `yaml:"mul_digits" json:"mul_digits,omitempty"`
-	// countdown
-	Numbers   int  `yaml:"numbers" json:"numbers,omitempty"`
-	MaxNumber int  `yaml:"max_number" json:"max_number,omitempty"`
-	MaxTarget int  `yaml:"max_target" json:"max_target,omitempty"`
-	Fractions bool `yaml:"fractions" json:"fractions,omitempty"`
+	// Name is the task: arith (multi-digit arithmetic) or countdown (reach a
+	// target number from given numbers).
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// Seed selects the problems, independently of the run's seed, so every run
+	// seed sees the same test set. A problem's split is fixed by its text, so
+	// no seed leaks a test problem into training.
+	Seed uint64 `yaml:"seed,omitempty" json:"seed,omitempty"`
+	// FormatWeight is the reward of a wrong but well-formatted response (one
+	// with a parseable final answer line), in [0, 1); 0 rewards only correct
+	// answers.
+	FormatWeight float64 `yaml:"format_weight,omitempty" json:"format_weight,omitempty"`
+	// Digits (arith) is the number of digits of each operand, 1..12.
+	Digits int `yaml:"digits,omitempty" json:"digits,omitempty" derived:"the task's (see below)" task:"arith"`
+	// Ops (arith) is the number of operations per problem, 1..4.
+	Ops int `yaml:"ops,omitempty" json:"ops,omitempty" derived:"the task's (see below)" task:"arith"`
+	// Operators (arith) are the operators to draw from: a non-empty subset of
+	// "+-*" without repeats.
+	Operators string `yaml:"operators,omitempty" json:"operators,omitempty" derived:"the task's (see below)" task:"arith"`
+	// MulDigits (arith) is the number of digits of each multiplier, 1..3.
+	MulDigits int `yaml:"mul_digits,omitempty" json:"mul_digits,omitempty" derived:"the task's (see below)" task:"arith"`
+	// Numbers (countdown) is how many numbers a problem gives, 3..6.
+	Numbers int `yaml:"numbers,omitempty" json:"numbers,omitempty" derived:"the task's (see below)" task:"countdown"`
+	// MaxNumber (countdown) bounds the given numbers, drawn from
+	// 1..max_number; 2..1000.
+	MaxNumber int `yaml:"max_number,omitempty" json:"max_number,omitempty" derived:"the task's (see below)" task:"countdown"`
+	// MaxTarget (countdown) bounds the target, drawn from 1..max_target;
+	// 10..1000000.
+	MaxTarget int `yaml:"max_target,omitempty" json:"max_target,omitempty" derived:"the task's (see below)" task:"countdown"`
+	// Fractions (countdown) lets expressions pass through non-integer
+	// intermediate values, e.g. (1/3)*6; false: every division must be exact.
+	Fractions bool `yaml:"fractions,omitempty" json:"fractions,omitempty" task:"countdown"`
 }
 
 // Dataset is a training prompt set read from a JSONL or Parquet file (by its
@@ -105,20 +184,30 @@ type Task struct {
 // data directory by name (path: math_train, gsm8k, ...; its fields are
 // fixed). Answers are checked with the math verifier.
 type Dataset struct {
-	Path          string `yaml:"path" json:"path,omitempty"`
-	QuestionField string `yaml:"question_field" json:"question_field,omitempty"` // dotted path; "a|b" takes the first present
-	AnswerField   string `yaml:"answer_field" json:"answer_field,omitempty"`
-	SolutionField string `yaml:"solution_field" json:"solution_field,omitempty"` // worked solutions, for SFT
-	IDField       string `yaml:"id_field" json:"id_field,omitempty"`
-	PromptSuffix  string `yaml:"prompt_suffix" json:"prompt_suffix,omitempty"` // appended to every question (e.g. the paper's \boxed{} instruction)
+	// Path is the .jsonl or .parquet file.
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	// QuestionField is the dotted path of a record's question; "a|b" takes
+	// the first present. A list of chat messages gives its last user message.
+	QuestionField string `yaml:"question_field,omitempty" json:"question_field,omitempty" derived:"question (JSONL), prompt (Parquet)"`
+	// AnswerField is the dotted path of a record's reference answer.
+	AnswerField string `yaml:"answer_field,omitempty" json:"answer_field,omitempty" derived:"answer (JSONL), reward_model.ground_truth (Parquet)"`
+	// SolutionField is the dotted path of a worked solution, which SFT learns;
+	// none when empty.
+	SolutionField string `yaml:"solution_field,omitempty" json:"solution_field,omitempty"`
+	// IDField is the dotted path of a record's id (unique); when empty, a
+	// problem's id is its line or row number.
+	IDField string `yaml:"id_field,omitempty" json:"id_field,omitempty"`
+	// PromptSuffix is appended to every question, e.g. the paper's \boxed{}
+	// instruction.
+	PromptSuffix string `yaml:"prompt_suffix,omitempty" json:"prompt_suffix,omitempty"`
 	// TooLong says what happens to training problems whose prompt, with an
 	// agent's template and tokenizer, leaves no room for that agent's
 	// sampling.max_new_tokens within its model's max_seq. They are all
-	// found before the first step. "error" (the default) stops the run
-	// with their count per agent and the first few problem ids; "drop"
-	// leaves every problem too long for any agent out of all agents'
-	// training sets and logs how many.
-	TooLong string `yaml:"too_long" json:"too_long,omitempty"`
+	// found before the first step: error stops the run with their count
+	// per agent and the first few problem ids; drop leaves every problem
+	// too long for any agent out of all agents' training sets and logs how
+	// many.
+	TooLong string `yaml:"too_long,omitempty" json:"too_long,omitempty" default:"error"`
 }
 
 // Reward names an external reward, which scores every response of a
@@ -130,29 +219,29 @@ type Reward struct {
 	// [python3, examples/reward/python/reward.py]. Relative paths resolve
 	// from hacrl's working directory, like every other path in a config;
 	// a bare program name is looked up in PATH. Give command or url.
-	Command []string `yaml:"command" json:"command,omitempty"`
+	Command []string `yaml:"command,omitempty" json:"command,omitempty"`
 	// URL is an HTTP endpoint that answers each request POSTed to it as a
 	// JSON body, e.g. http://127.0.0.1:8000/reward. Give command or url.
-	URL string `yaml:"url" json:"url,omitempty"`
+	URL string `yaml:"url,omitempty" json:"url,omitempty"`
 	// TokenEnv names an environment variable holding a bearer token sent
 	// as "Authorization: Bearer …" with every HTTP request (url only); the
 	// token itself never goes in the config.
-	TokenEnv string `yaml:"token_env" json:"token_env,omitempty"`
+	TokenEnv string `yaml:"token_env,omitempty" json:"token_env,omitempty"`
 	// Timeout bounds each request, as a Go duration ("30s", "2m"); default
 	// "60s". A command that does not answer in time is killed and the run
 	// stops with an error.
-	Timeout string `yaml:"timeout" json:"timeout,omitempty"`
+	Timeout string `yaml:"timeout,omitempty" json:"timeout,omitempty" default:"60s"`
 	// StartTimeout bounds the start: launching the command and its answer
 	// to the first, empty request (time to load a model, say); default "2m".
-	StartTimeout string `yaml:"start_timeout" json:"start_timeout,omitempty"`
+	StartTimeout string `yaml:"start_timeout,omitempty" json:"start_timeout,omitempty" default:"2m"`
 	// BatchSize is the most responses per request; 0 (default) sends all
 	// of a step's responses, every agent's, in one request.
-	BatchSize int `yaml:"batch_size" json:"batch_size,omitempty"`
+	BatchSize int `yaml:"batch_size,omitempty" json:"batch_size,omitempty"`
 	// Eval also scores the evaluation sets of the task's splits and of
 	// dataset files with this reward (correct = the answer's "correct",
 	// else reward >= 1); default false: evaluation keeps the task's own
 	// checker. Benchmark sets always keep the math verifier.
-	Eval bool `yaml:"eval" json:"eval,omitempty"`
+	Eval bool `yaml:"eval,omitempty" json:"eval,omitempty"`
 }
 
 // Defaults of reward.timeout and reward.start_timeout.
@@ -211,88 +300,163 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Batch holds the four batch sizes (see the package doc).
 type Batch struct {
-	PromptsPerStep     int `yaml:"prompts_per_step" json:"prompts_per_step,omitempty"`
-	ResponsesPerPrompt int `yaml:"responses_per_prompt" json:"responses_per_prompt,omitempty"`
-	MiniBatch          int `yaml:"mini_batch" json:"mini_batch,omitempty"`
-	MicroBatch         int `yaml:"micro_batch" json:"micro_batch,omitempty"`
+	// PromptsPerStep (B) is the number of prompts drawn each step (> 0).
+	PromptsPerStep int `yaml:"prompts_per_step,omitempty" json:"prompts_per_step,omitempty"`
+	// ResponsesPerPrompt (G) is the number of responses each agent samples per
+	// prompt (2G for gspo2x).
+	ResponsesPerPrompt int `yaml:"responses_per_prompt,omitempty" json:"responses_per_prompt,omitempty" default:"8"`
+	// MiniBatch is the number of sequences per optimizer update (one AdamW
+	// step); > 0.
+	MiniBatch int `yaml:"mini_batch,omitempty" json:"mini_batch,omitempty"`
+	// MicroBatch is the number of sequences per forward/backward pass
+	// (gradient accumulation); it must divide mini_batch.
+	MicroBatch int `yaml:"micro_batch,omitempty" json:"micro_batch,omitempty" derived:"mini_batch"`
 }
 
 // Agent is one participant: a model (new or from a checkpoint), its tokenizer
 // and prompt template, its optimizer and its sampling settings.
 type Agent struct {
-	Name       string    `yaml:"name" json:"name,omitempty"`
-	Checkpoint string    `yaml:"checkpoint" json:"checkpoint,omitempty"` // directory with config.json, model.safetensors, tokenizer.json
-	Model      *NewModel `yaml:"model" json:"model,omitempty"`           // a new model instead of a checkpoint
-	Tokenizer  string    `yaml:"tokenizer" json:"tokenizer,omitempty"`   // tokenizer.json; defaults to the checkpoint's
-	Template   Template  `yaml:"template" json:"template,omitempty"`
-	Optimizer  Optimizer `yaml:"optimizer" json:"optimizer,omitempty"`
-	Sampling   Sampling  `yaml:"sampling" json:"sampling,omitempty"`
+	// Name identifies the agent in metrics, checkpoints and OUT/final/<name>:
+	// unique, without '/', '\' or spaces.
+	Name string `yaml:"name,omitempty" json:"name,omitempty"`
+	// Checkpoint is a directory with config.json, model.safetensors and
+	// tokenizer.json (and agent.json); give exactly one of checkpoint or model.
+	Checkpoint string `yaml:"checkpoint,omitempty" json:"checkpoint,omitempty"`
+	// Model is a freshly initialised model instead of a checkpoint.
+	Model *NewModel `yaml:"model,omitempty" json:"model,omitempty"`
+	// Tokenizer is a tokenizer.json file: required with model; with checkpoint
+	// it replaces the checkpoint's own.
+	Tokenizer string `yaml:"tokenizer,omitempty" json:"tokenizer,omitempty" derived:"the checkpoint's tokenizer.json"`
+	// Template is the prompt template.
+	Template Template `yaml:"template,omitempty" json:"template,omitempty"`
+	// Optimizer is the agent's AdamW optimizer and learning-rate schedule.
+	Optimizer Optimizer `yaml:"optimizer,omitempty" json:"optimizer,omitempty"`
+	// Sampling are the agent's rollout sampling settings.
+	Sampling Sampling `yaml:"sampling,omitempty" json:"sampling,omitempty"`
 }
 
 // NewModel describes a freshly initialised model.
 type NewModel struct {
-	Family        string `yaml:"family" json:"family,omitempty"` // gpt or llama
-	Dim           int    `yaml:"dim" json:"dim,omitempty"`
-	Layers        int    `yaml:"layers" json:"layers,omitempty"`
-	Heads         int    `yaml:"heads" json:"heads,omitempty"`
-	KVHeads       int    `yaml:"kv_heads" json:"kv_heads,omitempty"`
-	Hidden        int    `yaml:"hidden" json:"hidden,omitempty"`
-	MaxSeq        int    `yaml:"max_seq" json:"max_seq,omitempty"`
-	Activation    string `yaml:"activation" json:"activation,omitempty"`
-	TieEmbeddings bool   `yaml:"tie_embeddings" json:"tie_embeddings,omitempty"`
-	Seed          int64  `yaml:"seed" json:"seed,omitempty"`
+	// Family is gpt (LayerNorm, learned positions, GELU) or llama (RMSNorm,
+	// rotary positions, SwiGLU, grouped-query attention).
+	Family string `yaml:"family,omitempty" json:"family,omitempty"`
+	// Dim is the model width (> 0).
+	Dim int `yaml:"dim,omitempty" json:"dim,omitempty"`
+	// Layers is the number of transformer blocks (> 0).
+	Layers int `yaml:"layers,omitempty" json:"layers,omitempty"`
+	// Heads is the number of attention heads; it must divide dim.
+	Heads int `yaml:"heads,omitempty" json:"heads,omitempty"`
+	// KVHeads is the number of key/value heads (grouped-query attention, llama
+	// only); it must divide heads.
+	KVHeads int `yaml:"kv_heads,omitempty" json:"kv_heads,omitempty" derived:"heads"`
+	// Hidden is the MLP's inner width.
+	Hidden int `yaml:"hidden,omitempty" json:"hidden,omitempty" derived:"gpt: 4·dim; llama: 8/3·dim rounded up to a multiple of 16"`
+	// MaxSeq is the context length in tokens, prompt and response together.
+	MaxSeq int `yaml:"max_seq,omitempty" json:"max_seq,omitempty"`
+	// Activation is the MLP's activation: gelu (exact), gelu_new (tanh) or
+	// relu for gpt; silu for llama.
+	Activation string `yaml:"activation,omitempty" json:"activation,omitempty" derived:"gpt: gelu; llama: silu"`
+	// TieEmbeddings shares the token embedding with the output head.
+	TieEmbeddings bool `yaml:"tie_embeddings,omitempty" json:"tie_embeddings,omitempty"`
+	// Seed draws the initial weights.
+	Seed int64 `yaml:"seed,omitempty" json:"seed,omitempty"`
 }
 
-// Template is the prompt template: "plain" or "chat".
+// Template is the prompt template.
 type Template struct {
-	Kind   string `yaml:"kind" json:"kind,omitempty"`
-	System string `yaml:"system" json:"system,omitempty"`
+	// Kind is plain (the question as plain text) or chat (ChatML, with the
+	// tokenizer's <|im_start|>/<|im_end|> tokens).
+	Kind string `yaml:"kind,omitempty" json:"kind,omitempty" derived:"plain for a new model; an agent from a checkpoint (in a train config): the checkpoint's (its agent.json), else plain"`
+	// System is the system message; none when empty.
+	System string `yaml:"system,omitempty" json:"system,omitempty"`
 }
 
 // Optimizer is AdamW with a learning-rate schedule.
 type Optimizer struct {
-	LR          float64  `yaml:"lr" json:"lr,omitempty"`
-	WeightDecay *float64 `yaml:"weight_decay" json:"weight_decay,omitempty"`
-	Beta1       float64  `yaml:"beta1" json:"beta1,omitempty"`
-	Beta2       float64  `yaml:"beta2" json:"beta2,omitempty"`
-	Epsilon     float64  `yaml:"epsilon" json:"epsilon,omitempty"`
-	MaxGradNorm float64  `yaml:"max_grad_norm" json:"max_grad_norm,omitempty"`
-	Schedule    string   `yaml:"schedule" json:"schedule,omitempty"` // constant, linear, cosine
-	WarmupSteps int      `yaml:"warmup_steps" json:"warmup_steps,omitempty"`
-	MinLRRatio  float64  `yaml:"min_lr_ratio" json:"min_lr_ratio,omitempty"`
+	// LR is the peak learning rate (> 0).
+	LR float64 `yaml:"lr,omitempty" json:"lr,omitempty"`
+	// WeightDecay is AdamW's decoupled weight decay of matrices and
+	// embeddings (not biases or norm gains); 0 turns it off.
+	WeightDecay *float64 `yaml:"weight_decay,omitempty" json:"weight_decay,omitempty" default:"0.01"`
+	// Beta1 is AdamW's first-moment decay, in (0, 1).
+	Beta1 float64 `yaml:"beta1,omitempty" json:"beta1,omitempty" default:"0.9"`
+	// Beta2 is AdamW's second-moment decay, in (0, 1).
+	Beta2 float64 `yaml:"beta2,omitempty" json:"beta2,omitempty" default:"0.999"`
+	// Epsilon is added to AdamW's denominator (> 0).
+	Epsilon float64 `yaml:"epsilon,omitempty" json:"epsilon,omitempty" default:"1e-8"`
+	// MaxGradNorm clips the global gradient norm (over all parameters) to this
+	// value; 0 turns clipping off.
+	MaxGradNorm *float64 `yaml:"max_grad_norm,omitempty" json:"max_grad_norm,omitempty" default:"1"`
+	// Schedule is the learning rate after warm-up: constant, linear or cosine
+	// (decaying to min_lr_ratio·lr at the last step).
+	Schedule string `yaml:"schedule,omitempty" json:"schedule,omitempty" default:"constant"`
+	// WarmupSteps is the number of first steps whose learning rate rises
+	// linearly to lr.
+	WarmupSteps int `yaml:"warmup_steps,omitempty" json:"warmup_steps,omitempty"`
+	// MinLRRatio is the last step's learning rate under the linear and cosine
+	// schedules, as a fraction of lr, in [0, 1].
+	MinLRRatio float64 `yaml:"min_lr_ratio,omitempty" json:"min_lr_ratio,omitempty"`
 }
 
 // Sampling are the rollout sampling settings.
 type Sampling struct {
-	Temperature  float64 `yaml:"temperature" json:"temperature,omitempty"`
-	TopP         float64 `yaml:"top_p" json:"top_p,omitempty"`
-	TopK         int     `yaml:"top_k" json:"top_k,omitempty"`
-	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens,omitempty"`
+	// Temperature divides the logits before sampling; 0 means greedy decoding
+	// (always the most likely token).
+	Temperature *float64 `yaml:"temperature,omitempty" json:"temperature,omitempty" default:"1"`
+	// TopP is nucleus sampling: keep the smallest set of tokens whose
+	// probability reaches top_p; in (0, 1], 1 keeps every token.
+	TopP float64 `yaml:"top_p,omitempty" json:"top_p,omitempty" default:"1"`
+	// TopK keeps the k most likely tokens; 0 keeps every token.
+	TopK int `yaml:"top_k,omitempty" json:"top_k,omitempty"`
+	// MaxNewTokens is the longest response in tokens (> 0); a longer one is
+	// cut there and counts as truncated.
+	MaxNewTokens int `yaml:"max_new_tokens,omitempty" json:"max_new_tokens,omitempty"`
 }
 
 // Eval is the evaluation schedule.
 type Eval struct {
-	Every   int       `yaml:"every" json:"every,omitempty"`       // steps between evaluations; 0 = only at start and end
-	AtStart *bool     `yaml:"at_start" json:"at_start,omitempty"` // evaluate the initial agents (default true)
-	Sets    []EvalSet `yaml:"sets" json:"sets,omitempty"`
+	// Every is the number of steps between evaluations; 0 evaluates only at
+	// the start and after the last step (which is always evaluated).
+	Every int `yaml:"every,omitempty" json:"every,omitempty"`
+	// AtStart evaluates the initial agents before the first step.
+	AtStart *bool `yaml:"at_start,omitempty" json:"at_start,omitempty" default:"true"`
+	// Sets are the evaluation sets; each agent is evaluated alone on each.
+	Sets []EvalSet `yaml:"sets,omitempty" json:"sets,omitempty"`
 }
 
-// EvalSet is one evaluation set and protocol.
+// EvalSet is one evaluation set and protocol. Greedy accuracy is always
+// measured; samples adds avg@k, pass@k and maj@k.
 type EvalSet struct {
-	Name         string  `yaml:"name" json:"name,omitempty"`
-	Split        string  `yaml:"split" json:"split,omitempty"`         // task split, default "test"
-	Benchmark    string  `yaml:"benchmark" json:"benchmark,omitempty"` // or a shared math benchmark
-	Dataset      string  `yaml:"dataset" json:"dataset,omitempty"`     // or a JSONL/Parquet file
-	Problems     int     `yaml:"problems" json:"problems,omitempty"`   // how many problems (0 = all for datasets; required for generated tasks)
-	Samples      int     `yaml:"samples" json:"samples,omitempty"`     // k for avg@k / pass@k / maj@k; 0 = greedy only
-	Temperature  float64 `yaml:"temperature" json:"temperature,omitempty"`
-	MaxNewTokens int     `yaml:"max_new_tokens" json:"max_new_tokens,omitempty"`
+	// Name labels the set's metrics (eval/<name>/...); unique.
+	Name string `yaml:"name,omitempty" json:"name,omitempty" derived:"the benchmark, the dataset file's base name, or the split"`
+	// Split is a split of the run's own task: test or train. Give exactly one
+	// of split, benchmark or dataset.
+	Split string `yaml:"split,omitempty" json:"split,omitempty" derived:"test, when neither benchmark nor dataset is given"`
+	// Benchmark is a shared math benchmark by name, e.g. gsm8k.
+	Benchmark string `yaml:"benchmark,omitempty" json:"benchmark,omitempty"`
+	// Dataset is a JSONL or Parquet file of problems.
+	Dataset string `yaml:"dataset,omitempty" json:"dataset,omitempty"`
+	// Problems is how many problems to evaluate (the first ones); 0 takes all
+	// of a benchmark or dataset, and a generated task's split needs a number.
+	Problems int `yaml:"problems,omitempty" json:"problems,omitempty"`
+	// Samples is k, the responses sampled per problem for avg@k, pass@k and
+	// maj@k; 0 measures greedy accuracy only.
+	Samples int `yaml:"samples,omitempty" json:"samples,omitempty"`
+	// Temperature is the temperature of the k samples (> 0: greedy accuracy is
+	// measured anyway).
+	Temperature float64 `yaml:"temperature,omitempty" json:"temperature,omitempty" default:"1"`
+	// MaxNewTokens is the longest response in tokens; 0 takes each agent's
+	// sampling.max_new_tokens.
+	MaxNewTokens int `yaml:"max_new_tokens,omitempty" json:"max_new_tokens,omitempty"`
 }
 
 // Checkpoint is the checkpoint schedule.
 type Checkpoint struct {
-	Every int `yaml:"every" json:"every,omitempty"` // steps between checkpoints; the last step is always saved
-	Keep  int `yaml:"keep" json:"keep,omitempty"`   // how many step checkpoints to keep (default 2)
+	// Every is the number of steps between checkpoints; 0 saves only the last
+	// step (always saved) and the step an interrupted run stopped at.
+	Every int `yaml:"every,omitempty" json:"every,omitempty"`
+	// Keep is how many step checkpoints to keep (≥ 1); older ones are deleted.
+	Keep int `yaml:"keep,omitempty" json:"keep,omitempty" default:"2"`
 }
 
 // Rollouts is the schedule of the readable rollout logs: every agent's sampled
@@ -303,7 +467,7 @@ type Rollouts struct {
 	// Every writes the rollouts of every step s with s % every == 0, where s
 	// counts completed steps from 1 as in metrics.jsonl (every: 1 logs every
 	// step); 0, the default, writes none.
-	Every int `yaml:"every" json:"every,omitempty"`
+	Every int `yaml:"every,omitempty" json:"every,omitempty"`
 }
 
 // Load reads, checks and fills in defaults for a config file.
@@ -319,61 +483,45 @@ func Load(path string) (*Config, error) {
 	return c, nil
 }
 
-// Parse decodes YAML strictly, applies defaults and validates.
+// Parse decodes YAML strictly, applies defaults and validates. Only keys left
+// out (or given no value) take defaults: a key given a value that its
+// default would replace (top_p: 0) is an error naming its path and line.
 func Parse(data []byte) (*Config, error) {
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&root); err != nil {
-		return nil, fmt.Errorf("not valid YAML: %w", err)
-	}
-	if err := checkKeys(&root, reflect.TypeOf(Config{}), ""); err != nil {
-		return nil, err
-	}
 	var c Config
-	if err := root.Decode(&c); err != nil {
+	lines, err := decodeStrict(data, &c)
+	if err != nil {
 		return nil, err
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.validate(lines); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
+// decodeStrict decodes a YAML document into v (a pointer to a config struct)
+// after checkKeys, and returns the line of every key path.
+func decodeStrict(data []byte, v any) (map[string]int, error) {
+	var root yaml.Node
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
+		return nil, fmt.Errorf("not valid YAML: %w", err)
+	}
+	lines := map[string]int{}
+	if err := checkKeys(&root, reflect.TypeOf(v).Elem(), "", lines); err != nil {
+		return nil, err
+	}
+	if err := root.Decode(v); err != nil {
+		return nil, err
+	}
+	return lines, nil
+}
+
+// applyDefaults fills what was left unset: the literal defaults of the
+// fields' default tags, then the defaults derived from other fields.
 func (c *Config) applyDefaults() {
-	if c.Dataset != nil && c.Dataset.TooLong == "" {
-		c.Dataset.TooLong = "error"
-	}
-	if c.Method.Name == "" {
-		c.Method.Name = "hacpo"
-	}
-	if c.Method.Capability == "" {
-		c.Method.Capability = "accuracy"
-	}
-	if c.Method.CrossAdvantage == "" {
-		c.Method.CrossAdvantage = "all"
-	}
-	if c.OnNonFinite == "" {
-		c.OnNonFinite = "skip"
-	}
-	if c.Engine == "" {
-		c.Engine = "auto"
-	}
-	if c.Reward != nil && c.Reward.Timeout == "" {
-		c.Reward.Timeout = DefaultRewardTimeout
-	}
-	if c.Reward != nil && c.Reward.StartTimeout == "" {
-		c.Reward.StartTimeout = DefaultRewardStartTimeout
-	}
-	if c.Batch.ResponsesPerPrompt == 0 {
-		c.Batch.ResponsesPerPrompt = 8
-	}
-	if c.Checkpoint.Keep == 0 {
-		c.Checkpoint.Keep = 2
-	}
-	if c.Eval.AtStart == nil {
-		t := true
-		c.Eval.AtStart = &t
+	fillDefaults(reflect.ValueOf(c).Elem())
+	if c.Batch.MicroBatch == 0 {
+		c.Batch.MicroBatch = c.Batch.MiniBatch
 	}
 	for i := range c.Eval.Sets {
 		s := &c.Eval.Sets[i]
@@ -390,57 +538,37 @@ func (c *Config) applyDefaults() {
 				s.Name = s.Split
 			}
 		}
-		if s.Samples > 0 && s.Temperature == 0 {
-			s.Temperature = 1.0
-		}
 	}
 	for i := range c.Agents {
 		a := &c.Agents[i]
-		if a.Template.Kind == "" {
+		// An agent from a checkpoint keeps an empty kind: the checkpoint's
+		// template (train resolves it).
+		if a.Template.Kind == "" && a.Model != nil {
 			a.Template.Kind = "plain"
 		}
-		o := &a.Optimizer
-		if o.Beta1 == 0 {
-			o.Beta1 = 0.9
-		}
-		if o.Beta2 == 0 {
-			o.Beta2 = 0.999
-		}
-		if o.Epsilon == 0 {
-			o.Epsilon = 1e-8
-		}
-		if o.MaxGradNorm == 0 {
-			o.MaxGradNorm = 1.0
-		}
-		if o.WeightDecay == nil {
-			wd := 0.01
-			o.WeightDecay = &wd
-		}
-		if o.Schedule == "" {
-			o.Schedule = "constant"
-		}
-		s := &a.Sampling
-		if s.Temperature == 0 {
-			s.Temperature = 1.0
-		}
-		if s.TopP == 0 {
-			s.TopP = 1.0
-		}
 		if a.Model != nil {
-			m := a.Model
-			if m.KVHeads == 0 {
-				m.KVHeads = m.Heads
-			}
-			if m.Hidden == 0 && m.Family == "llama" {
-				m.Hidden = LlamaHidden(m.Dim)
-			}
-			if m.Activation == "" {
-				if m.Family == "llama" {
-					m.Activation = "silu"
-				} else {
-					m.Activation = "gelu"
-				}
-			}
+			a.Model.applyDefaults()
+		}
+	}
+}
+
+// applyDefaults fills a new model's sizes derived from the others.
+func (m *NewModel) applyDefaults() {
+	if m.KVHeads == 0 {
+		m.KVHeads = m.Heads
+	}
+	if m.Hidden == 0 {
+		if m.Family == "llama" {
+			m.Hidden = LlamaHidden(m.Dim)
+		} else {
+			m.Hidden = 4 * m.Dim
+		}
+	}
+	if m.Activation == "" {
+		if m.Family == "llama" {
+			m.Activation = "silu"
+		} else {
+			m.Activation = "gelu"
 		}
 	}
 }
@@ -452,20 +580,49 @@ func baseName(p string) string {
 	return p
 }
 
-// Validate reports the first impossible setting, by its key path.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
+// badFunc records a problem with the setting at a key path.
+type badFunc func(path, format string, args ...any)
+
+// collector returns a badFunc that appends to errs, naming each path's line
+// when lines knows it (or, for a path lines lacks, its nearest parent's).
+func collector(errs *[]error, lines map[string]int) badFunc {
+	return func(path, format string, args ...any) {
+		where := path
+		if l := lineOf(lines, path); l > 0 {
+			where = fmt.Sprintf("%s (line %d)", path, l)
+		}
+		*errs = append(*errs, fmt.Errorf("%s: "+format, append([]any{where}, args...)...))
 	}
+}
+
+func lineOf(lines map[string]int, path string) int {
+	for p := path; p != ""; {
+		if l, ok := lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(p, ".[")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+// Validate reports every impossible setting, each by its key path.
+func (c *Config) Validate() error { return c.validate(nil) }
+
+func (c *Config) validate(lines map[string]int) error {
+	var errs []error
+	bad := collector(&errs, lines)
 	if c.Steps < 0 {
 		bad("steps", "must be >= 0, got %d", c.Steps)
 	}
 	if (c.Task == nil) == (c.Dataset == nil) {
 		bad("task", "give exactly one of task or dataset")
 	}
-	if c.Task != nil && c.Task.Name == "" {
-		bad("task.name", "required (arith or countdown)")
+	if c.Task != nil {
+		validateTask("task", c.Task, bad)
 	}
 	if c.Dataset != nil && c.Dataset.Path == "" {
 		bad("dataset.path", "required (a .jsonl or .parquet file)")
@@ -515,15 +672,16 @@ func (c *Config) Validate() error {
 				bad(p+".tokenizer", "required with a new model (path of a tokenizer.json)")
 			}
 		}
-		if a.Template.Kind != "plain" && a.Template.Kind != "chat" {
-			bad(p+".template.kind", "must be plain or chat, got %q", a.Template.Kind)
+		// An empty kind is left for an agent from a checkpoint: its template.
+		if k := a.Template.Kind; (k != "" || a.Model != nil) && k != "plain" && k != "chat" {
+			bad(p+".template.kind", "must be plain or chat, got %q", k)
 		}
 		validateOptimizer(p+".optimizer", a.Optimizer, bad)
 		s := a.Sampling
-		if s.Temperature < 0 {
-			bad(p+".sampling.temperature", "must be >= 0, got %g", s.Temperature)
+		if s.Temperature != nil && !(*s.Temperature >= 0 && !math.IsInf(*s.Temperature, 0)) {
+			bad(p+".sampling.temperature", "must be >= 0 (0 = greedy), got %g", *s.Temperature)
 		}
-		if s.TopP <= 0 || s.TopP > 1 {
+		if !(s.TopP > 0 && s.TopP <= 1) {
 			bad(p+".sampling.top_p", "must be in (0, 1], got %g", s.TopP)
 		}
 		if s.TopK < 0 {
@@ -550,7 +708,7 @@ func (c *Config) Validate() error {
 	}
 	checkEngine(bad, c.Engine)
 	if c.Eval.Every < 0 {
-		bad("eval.every", "must be >= 0")
+		bad("eval.every", "must be >= 0, got %d", c.Eval.Every)
 	}
 	setNames := map[string]bool{}
 	for i, s := range c.Eval.Sets {
@@ -570,16 +728,28 @@ func (c *Config) Validate() error {
 		if s.Split != "" && c.Task != nil && s.Problems <= 0 {
 			bad(p+".problems", "must be > 0 for a generated task's split")
 		}
-		if s.Samples < 0 || s.Temperature < 0 || s.Problems < 0 {
-			bad(p, "problems, samples and temperature must be >= 0")
+		if s.Problems < 0 {
+			bad(p+".problems", "must be >= 0 (0 = all), got %d", s.Problems)
+		}
+		if s.Samples < 0 {
+			bad(p+".samples", "must be >= 0 (0 = greedy accuracy only), got %d", s.Samples)
+		}
+		if s.Samples > 0 && !(s.Temperature > 0 && !math.IsInf(s.Temperature, 0)) {
+			bad(p+".temperature", "must be > 0 for samples (greedy accuracy is measured anyway), got %g", s.Temperature)
+		}
+		if s.MaxNewTokens < 0 {
+			bad(p+".max_new_tokens", "must be >= 0 (0 = the agent's), got %d", s.MaxNewTokens)
 		}
 		if setNames[s.Name] {
 			bad(p+".name", "%q is used twice", s.Name)
 		}
 		setNames[s.Name] = true
 	}
-	if c.Checkpoint.Every < 0 || c.Checkpoint.Keep < 1 {
-		bad("checkpoint", "every must be >= 0 and keep >= 1")
+	if c.Checkpoint.Every < 0 {
+		bad("checkpoint.every", "must be >= 0 (0 = only the last step), got %d", c.Checkpoint.Every)
+	}
+	if c.Checkpoint.Keep < 1 {
+		bad("checkpoint.keep", "must be >= 1, got %d", c.Checkpoint.Keep)
 	}
 	if c.Rollouts.Every < 0 {
 		bad("rollouts.every", "must be >= 0 (0 = off), got %d", c.Rollouts.Every)
@@ -597,6 +767,27 @@ func checkTooLong(bad func(path, format string, args ...any), v string) {
 	}
 }
 
+// validateTask checks a generated task's section: its name, and that it sets
+// no option of another task (the options' ranges are the task's to check).
+func validateTask(path string, t *Task, bad badFunc) {
+	switch t.Name {
+	case "":
+		bad(path+".name", "required (arith or countdown)")
+		return
+	case "arith", "countdown":
+	default:
+		bad(path+".name", "must be arith or countdown, got %q", t.Name)
+		return
+	}
+	v := reflect.ValueOf(t).Elem()
+	for i := 0; i < v.NumField(); i++ {
+		f := v.Type().Field(i)
+		if owner := f.Tag.Get("task"); owner != "" && owner != t.Name && !v.Field(i).IsZero() {
+			bad(path+"."+yamlName(f), "is an option of %s, not of %s", owner, t.Name)
+		}
+	}
+}
+
 // LlamaHidden is the default SwiGLU width for a llama model of width dim:
 // 8/3·dim rounded up to a multiple of 16 (the parameter count of a 4·dim GELU
 // MLP, as in the Llama papers).
@@ -606,7 +797,7 @@ func LlamaHidden(dim int) int {
 }
 
 // validateModel checks a new model's section; path is its key path.
-func validateModel(path string, m *NewModel, bad func(path, format string, args ...any)) {
+func validateModel(path string, m *NewModel, bad badFunc) {
 	if m.Family != "gpt" && m.Family != "llama" {
 		bad(path+".family", "must be gpt or llama, got %q", m.Family)
 	}
@@ -618,24 +809,33 @@ func validateModel(path string, m *NewModel, bad func(path, format string, args 
 	if m.KVHeads <= 0 || (m.Heads > 0 && m.Heads%m.KVHeads != 0) {
 		bad(path+".kv_heads", "must divide heads (%d), got %d", m.Heads, m.KVHeads)
 	}
+	if m.Hidden <= 0 {
+		bad(path+".hidden", "must be > 0, got %d", m.Hidden)
+	}
 	if m.MaxSeq <= 0 {
 		bad(path+".max_seq", "must be > 0, got %d", m.MaxSeq)
 	}
 }
 
 // validateOptimizer checks an optimizer section with defaults applied.
-func validateOptimizer(path string, o Optimizer, bad func(path, format string, args ...any)) {
-	if o.LR <= 0 {
+func validateOptimizer(path string, o Optimizer, bad badFunc) {
+	if !(o.LR > 0) {
 		bad(path+".lr", "must be > 0, got %g", o.LR)
 	}
-	if *o.WeightDecay < 0 {
-		bad(path+".weight_decay", "must be >= 0, got %g", *o.WeightDecay)
+	if o.WeightDecay != nil && !(*o.WeightDecay >= 0) {
+		bad(path+".weight_decay", "must be >= 0 (0 = off), got %g", *o.WeightDecay)
 	}
-	if o.Beta1 < 0 || o.Beta1 >= 1 || o.Beta2 < 0 || o.Beta2 >= 1 {
-		bad(path, "beta1 and beta2 must be in [0, 1)")
+	if !(o.Beta1 > 0 && o.Beta1 < 1) {
+		bad(path+".beta1", "must be in (0, 1), got %g", o.Beta1)
 	}
-	if o.MaxGradNorm < 0 {
-		bad(path+".max_grad_norm", "must be >= 0, got %g", o.MaxGradNorm)
+	if !(o.Beta2 > 0 && o.Beta2 < 1) {
+		bad(path+".beta2", "must be in (0, 1), got %g", o.Beta2)
+	}
+	if !(o.Epsilon > 0) {
+		bad(path+".epsilon", "must be > 0, got %g", o.Epsilon)
+	}
+	if o.MaxGradNorm != nil && !(*o.MaxGradNorm >= 0) {
+		bad(path+".max_grad_norm", "must be >= 0 (0 = no clipping), got %g", *o.MaxGradNorm)
 	}
 	switch o.Schedule {
 	case "constant", "linear", "cosine":
@@ -643,9 +843,9 @@ func validateOptimizer(path string, o Optimizer, bad func(path, format string, a
 		bad(path+".schedule", "must be constant, linear or cosine, got %q", o.Schedule)
 	}
 	if o.WarmupSteps < 0 {
-		bad(path+".warmup_steps", "must be >= 0")
+		bad(path+".warmup_steps", "must be >= 0, got %d", o.WarmupSteps)
 	}
-	if o.MinLRRatio < 0 || o.MinLRRatio > 1 {
+	if !(o.MinLRRatio >= 0 && o.MinLRRatio <= 1) {
 		bad(path+".min_lr_ratio", "must be in [0, 1], got %g", o.MinLRRatio)
 	}
 }

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -37,14 +39,20 @@ func TestParseValid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Agents[0].Model.KVHeads != 2 || c.Agents[0].Model.Activation != "gelu" {
-		t.Errorf("model defaults not applied: %+v", c.Agents[0].Model)
+	if m := c.Agents[0].Model; m.KVHeads != 2 || m.Activation != "gelu" || m.Hidden != 128 {
+		t.Errorf("model defaults not applied: %+v", m)
 	}
+	// A new model's template defaults to plain; a checkpoint's is left to the
+	// checkpoint (train resolves it).
 	if c.Agents[1].Template.Kind != "chat" || c.Agents[0].Template.Kind != "plain" {
 		t.Errorf("templates: %+v %+v", c.Agents[0].Template, c.Agents[1].Template)
 	}
-	if *c.Agents[0].Optimizer.WeightDecay != 0.01 || c.Agents[0].Optimizer.MaxGradNorm != 1 {
-		t.Errorf("optimizer defaults: %+v", c.Agents[0].Optimizer)
+	o := c.Agents[0].Optimizer
+	if *o.WeightDecay != 0.01 || *o.MaxGradNorm != 1 || o.Beta1 != 0.9 || o.Beta2 != 0.999 || o.Epsilon != 1e-8 || o.Schedule != "constant" {
+		t.Errorf("optimizer defaults: %+v", o)
+	}
+	if s := c.Agents[0].Sampling; *s.Temperature != 1 || s.TopP != 1 {
+		t.Errorf("sampling defaults: %+v", s)
 	}
 	if c.Checkpoint.Keep != 2 || c.OnNonFinite != "skip" || !*c.Eval.AtStart || c.Engine != "auto" {
 		t.Errorf("run defaults: keep %d on_non_finite %q at_start %v engine %q", c.Checkpoint.Keep, c.OnNonFinite, *c.Eval.AtStart, c.Engine)
@@ -58,6 +66,9 @@ func TestParseValid(t *testing.T) {
 	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil || c.Method.CrossAdvantage != "all" {
 		t.Errorf("method overrides: %+v", c.Method)
 	}
+	if c.Batch.MicroBatch != 16 || c.Eval.Sets[0].Temperature != 1 {
+		t.Errorf("given values replaced: micro_batch %d, eval temperature %g", c.Batch.MicroBatch, c.Eval.Sets[0].Temperature)
+	}
 }
 
 func TestParseErrorsNameKeyPath(t *testing.T) {
@@ -68,20 +79,21 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"unknown nested key", "sampling: {max_new_tokens: 16, top_p: 0.9}", "sampling: {max_new_tokens: 16, top_pp: 0.9}", "agents[1].sampling.top_pp (line"},
 		{"wrong type", "dim: 32", "dim: big", `agents[0].model.dim (line 11): cannot read "big" as an integer`},
 		{"list expected", "sets: [{name: test, split: test, problems: 50}]", "sets: {name: test}", "eval.sets (line"},
-		{"impossible heads", "heads: 2", "heads: 3", "agents[0].model.heads: must divide dim (32), got 3"},
-		{"micro does not divide mini", "micro_batch: 16", "micro_batch: 5", "batch.micro_batch: must divide batch.mini_batch (32), got 5"},
-		{"bad top_p", "top_p: 0.9", "top_p: 1.5", "agents[1].sampling.top_p: must be in (0, 1], got 1.5"},
-		{"duplicate agent", "name: b", "name: a", `agents[1].name: "a" is also the name of agents[0]`},
-		{"both model and checkpoint", "checkpoint: ckpt/b", "checkpoint: ckpt/b\n    model: {family: gpt, dim: 32, layers: 1, heads: 2, max_seq: 64}", "agents[1]: give exactly one of checkpoint or model"},
-		{"bad family", "family: gpt", "family: rnn", `agents[0].model.family: must be gpt or llama, got "rnn"`},
+		{"impossible heads", "heads: 2", "heads: 3", "agents[0].model.heads (line 11): must divide dim (32), got 3"},
+		{"micro does not divide mini", "micro_batch: 16", "micro_batch: 5", "batch.micro_batch (line 8): must divide batch.mini_batch (32), got 5"},
+		{"bad top_p", "top_p: 0.9", "top_p: 1.5", "agents[1].sampling.top_p (line 19): must be in (0, 1], got 1.5"},
+		{"duplicate agent", "name: b", "name: a", `agents[1].name (line 15): "a" is also the name of agents[0]`},
+		{"both model and checkpoint", "checkpoint: ckpt/b", "checkpoint: ckpt/b\n    model: {family: gpt, dim: 32, layers: 1, heads: 2, max_seq: 64}", "agents[1] (line 15): give exactly one of checkpoint or model"},
+		{"bad family", "family: gpt", "family: rnn", `agents[0].model.family (line 11): must be gpt or llama, got "rnn"`},
 		{"no task", "task: {name: arith, digits: 2}", "", "task: give exactly one of task or dataset"},
-		{"bad schedule", "schedule: cosine", "schedule: step", `agents[1].optimizer.schedule: must be constant, linear or cosine, got "step"`},
+		{"bad schedule", "schedule: cosine", "schedule: step", `agents[1].optimizer.schedule (line 18): must be constant, linear or cosine, got "step"`},
 		{"duplicate key", "steps: 10", "steps: 10\nsteps: 11", "steps (line 6): key given twice"},
-		{"eval problems for generated task", "problems: 50", "problems: 0", "eval.sets[0].problems: must be > 0"},
-		{"bad cross advantage", "alpha: 1.0}", "alpha: 1.0, cross_advantage: negative}", `method.cross_advantage: must be all or positive, got "negative"`},
-		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite: must be skip or stop, got "ignore"`},
-		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine: must be auto, native or graph, got "gpu"`},
-		{"negative rollouts.every", "steps: 10", "steps: 10\nrollouts: {every: -1}", "rollouts.every: must be >= 0 (0 = off), got -1"},
+		{"eval problems for generated task", "problems: 50", "problems: 0", "eval.sets[0].problems (line 22): must be > 0"},
+		{"bad cross advantage", "alpha: 1.0}", "alpha: 1.0, cross_advantage: negative}", `method.cross_advantage (line 6): must be all or positive, got "negative"`},
+		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite (line 6): must be skip or stop, got "ignore"`},
+		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine (line 6): must be auto, native or graph, got "gpu"`},
+		{"several errors", "steps: 10", "steps: -1\nengine: gpu", "steps (line 5): must be >= 0, got -1\nengine (line 6)"},
+		{"negative rollouts.every", "steps: 10", "steps: 10\nrollouts: {every: -1}", "rollouts.every (line 6): must be >= 0 (0 = off), got -1"},
 		{"unknown rollouts key", "steps: 10", "steps: 10\nrollouts: {each: 2}", "rollouts.each (line"},
 	}
 	for _, tc := range tests {
@@ -96,6 +108,133 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestExplicitValues holds the rule that only keys left out take defaults:
+// a value given explicitly is either kept with its documented meaning or
+// refused, by path and line, never replaced.
+func TestExplicitValues(t *testing.T) {
+	refused := []struct {
+		name, from, to, want string
+	}{
+		{"fractional steps", "steps: 10", "steps: 2.5", `steps (line 5): cannot read "2.5" as an integer: not a whole number`},
+		{"fractional prompts", "prompts_per_step: 8", "prompts_per_step: 4.7", `batch.prompts_per_step (line 8): cannot read "4.7" as an integer`},
+		{"fractional top_k", "top_p: 0.9", "top_k: 1.5", `agents[1].sampling.top_k (line 19): cannot read "1.5" as an integer`},
+		{"fractional task seed", "digits: 2", "digits: 2, seed: 0.5", `task.seed (line 7): cannot read "0.5" as a non-negative integer`},
+		{"NaN", "top_p: 0.9", "top_p: .nan", `agents[1].sampling.top_p (line 19): cannot read ".nan" as a number: must be finite`},
+		{"Inf", "lr: 0.001}", "lr: .inf}", `agents[0].optimizer.lr (line 13): cannot read ".inf" as a number: must be finite`},
+		{"zero responses", "responses_per_prompt: 4", "responses_per_prompt: 0", "batch.responses_per_prompt (line 8): must not be 0; leave the key out for the default (8)"},
+		{"zero top_p", "top_p: 0.9", "top_p: 0", "agents[1].sampling.top_p (line 19): must not be 0; leave the key out for the default (1)"},
+		{"zero top_p as 0.0", "top_p: 0.9", "top_p: 0.0", "agents[1].sampling.top_p (line 19): must not be 0"},
+		{"negative temperature", "top_p: 0.9", "temperature: -1", "agents[1].sampling.temperature (line 19): must be >= 0 (0 = greedy), got -1"},
+		{"zero keep", "problems: 50}]", "problems: 50}]\ncheckpoint: {keep: 0}", "checkpoint.keep (line 23): must not be 0; leave the key out for the default (2)"},
+		{"negative keep", "problems: 50}]", "problems: 50}]\ncheckpoint: {keep: -1}", "checkpoint.keep (line 23): must be >= 1, got -1"},
+		{"zero beta1", "lr: 0.001}", "lr: 0.001, beta1: 0}", "agents[0].optimizer.beta1 (line 13): must not be 0; leave the key out for the default (0.9)"},
+		{"beta2 one", "lr: 0.001}", "lr: 0.001, beta2: 1}", "agents[0].optimizer.beta2 (line 13): must be in (0, 1), got 1"},
+		{"zero epsilon", "lr: 0.001}", "lr: 0.001, epsilon: 0}", "agents[0].optimizer.epsilon (line 13): must not be 0"},
+		{"negative max_grad_norm", "lr: 0.001}", "lr: 0.001, max_grad_norm: -1}", "agents[0].optimizer.max_grad_norm (line 13): must be >= 0 (0 = no clipping), got -1"},
+		{"empty schedule", "schedule: cosine", `schedule: ""`, "agents[1].optimizer.schedule (line 18): must not be empty; leave the key out for the default (constant)"},
+		{"empty template kind", "kind: chat", `kind: ""`, "agents[1].template.kind (line 17): must not be empty; leave the key out for the default (plain for a new model"},
+		{"empty method name", "name: hacpo", `name: ""`, "method.name (line 6): must not be empty; leave the key out for the default (hacpo)"},
+		{"zero kv_heads", "max_seq: 64}\n    tokenizer", "max_seq: 64, kv_heads: 0}\n    tokenizer", "agents[0].model.kv_heads (line 11): must not be 0; leave the key out for the default (heads)"},
+		{"zero micro_batch", "micro_batch: 16", "micro_batch: 0", "batch.micro_batch (line 8): must not be 0; leave the key out for the default (mini_batch)"},
+		{"zero eval temperature", "problems: 50}", "problems: 50, samples: 4, temperature: 0}", "eval.sets[0].temperature (line 22): must not be 0; leave the key out for the default (1)"},
+		{"zero task digits", "digits: 2", "digits: 0", "task.digits (line 7): must not be 0; leave the key out for the default (the task's"},
+		{"other task's option", "digits: 2", "digits: 2, numbers: 4", "task.numbers (line 7): is an option of countdown, not of arith"},
+		{"unknown task", "name: arith", "name: arithmetic", `task.name (line 7): must be arith or countdown, got "arithmetic"`},
+		{"negative samples", "problems: 50}", "problems: 50, samples: -2}", "eval.sets[0].samples (line 22): must be >= 0 (0 = greedy accuracy only), got -2"},
+		{"not a bool", "every: 5", "every: 5\n  at_start: nope", `eval.at_start (line 22): cannot read "nope" as true or false`},
+	}
+	for _, tc := range refused {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(valid, tc.from, tc.to, 1)
+			if src == valid {
+				t.Fatalf("test case did not change the config")
+			}
+			c, err := Parse([]byte(src))
+			if err == nil {
+				t.Fatalf("accepted (%+v), want an error containing %q", c, tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not contain %q", err, tc.want)
+			}
+		})
+	}
+
+	kept := []struct {
+		name, from, to string
+		check          func(c *Config) bool
+	}{
+		{"temperature 0 is greedy, kept", "top_p: 0.9", "top_p: 0.9, temperature: 0", func(c *Config) bool { return *c.Agents[1].Sampling.Temperature == 0 }},
+		{"temperature given is kept", "top_p: 0.9", "top_p: 0.9, temperature: 0.7", func(c *Config) bool { return *c.Agents[1].Sampling.Temperature == 0.7 }},
+		{"max_grad_norm 0 is no clipping, kept", "lr: 0.001}", "lr: 0.001, max_grad_norm: 0}", func(c *Config) bool { return *c.Agents[0].Optimizer.MaxGradNorm == 0 }},
+		{"weight_decay 0 is off, kept", "lr: 0.001}", "lr: 0.001, weight_decay: 0}", func(c *Config) bool { return *c.Agents[0].Optimizer.WeightDecay == 0 }},
+		{"at_start false kept", "every: 5", "every: 5\n  at_start: false", func(c *Config) bool { return !*c.Eval.AtStart }},
+		{"alpha 0 kept", "alpha: 1.0", "alpha: 0", func(c *Config) bool { return c.Method.Alpha != nil && *c.Method.Alpha == 0 }},
+		{"whole number written as a float", "steps: 10", "steps: 1e3", func(c *Config) bool { return c.Steps == 1000 }},
+		{"eval every 0: start and end only", "every: 5", "every: 0", func(c *Config) bool { return c.Eval.Every == 0 }},
+		{"top_k 0: off", "top_p: 0.9", "top_p: 0.9, top_k: 0", func(c *Config) bool { return c.Agents[1].Sampling.TopK == 0 }},
+		{"eval temperature 0 without samples is not read", "problems: 50}", "problems: 50, samples: 0}", func(c *Config) bool { return c.Eval.Sets[0].Temperature == 1 }},
+		{"a key with no value is left out", "top_p: 0.9}", "top_p: 0.9, temperature: ~}", func(c *Config) bool { return *c.Agents[1].Sampling.Temperature == 1 }},
+		{"omitted keys take defaults", "responses_per_prompt: 4, ", "", func(c *Config) bool { return c.Batch.ResponsesPerPrompt == 8 }},
+		{"checkpoint template left to the checkpoint", "    template: {kind: chat}\n", "", func(c *Config) bool { return c.Agents[1].Template.Kind == "" }},
+	}
+	for _, tc := range kept {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(valid, tc.from, tc.to, 1)
+			if src == valid {
+				t.Fatalf("test case did not change the config")
+			}
+			c, err := Parse([]byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Errorf("value not as given: %+v", c)
+			}
+		})
+	}
+}
+
+// TestMarshalRoundTrip: a parsed config written by Marshal parses back to the
+// same value, zero values with a meaning included.
+func TestMarshalRoundTrip(t *testing.T) {
+	for name, src := range map[string]string{
+		"valid":  valid,
+		"greedy": strings.Replace(valid, "top_p: 0.9", "top_p: 0.9, temperature: 0, top_k: 0", 1),
+		"no clip, no eval at start, dataset": strings.Replace(strings.Replace(valid, "task: {name: arith, digits: 2}", "dataset: {path: d.jsonl, prompt_suffix: \" Answer:\"}", 1),
+			"every: 5", "every: 0\n  at_start: false", 1),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := Parse([]byte(src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := Parse(data)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, data)
+			}
+			if !reflect.DeepEqual(c, back) {
+				t.Errorf("round trip differs:\n%+v\n%+v\n%s", c, back, data)
+			}
+			if !bytes.Contains(data, []byte("top_k: 0")) || !bytes.Contains(data, []byte("keep: 2")) {
+				t.Errorf("defaults and meaningful zeros missing:\n%s", data)
+			}
+			clone := c.Clone()
+			if !reflect.DeepEqual(c, clone) {
+				t.Fatal("clone differs")
+			}
+			*clone.Agents[0].Optimizer.WeightDecay = 0.5
+			clone.Agents[0].Model.Dim = 1
+			if *c.Agents[0].Optimizer.WeightDecay == 0.5 || c.Agents[0].Model.Dim == 1 {
+				t.Error("clone shares memory with the original")
 			}
 		})
 	}
@@ -122,9 +261,12 @@ optimizer: {lr: 0.001}
 	for _, tc := range []struct{ name, from, to, want string }{
 		{"valid", "", "", ""},
 		{"unknown key", "steps: 10", "stepz: 10", "stepz (line"},
-		{"small bpe", "vocab_size: 300", "vocab_size: 100", "tokenizer.vocab_size: a byte-level BPE needs at least 257"},
-		{"bad heads", "heads: 4", "heads: 5", "model.heads: must divide dim (32), got 5"},
-		{"bad schedule", "lr: 0.001", "lr: 0.001, schedule: exp", `optimizer.schedule: must be constant, linear or cosine, got "exp"`},
+		{"small bpe", "vocab_size: 300", "vocab_size: 100", "tokenizer.vocab_size (line 4): a byte-level BPE needs at least 257"},
+		{"bad heads", "heads: 4", "heads: 5", "model.heads (line 3): must divide dim (32), got 5"},
+		{"bad schedule", "lr: 0.001", "lr: 0.001, schedule: exp", `optimizer.schedule (line 8): must be constant, linear or cosine, got "exp"`},
+		{"zero batch size", "steps: 10", "steps: 10\nbatch_size: 0", "batch_size (line 8): must not be 0; leave the key out for the default (32)"},
+		{"zero eval problems", "steps: 10", "steps: 10\neval: {problems: 0}", "eval.problems (line 8): must not be 0; leave the key out for the default (200)"},
+		{"fractional steps", "steps: 10", "steps: 10.5", `steps (line 7): cannot read "10.5" as an integer`},
 		{"no examples", "examples: 100", "", "examples: required for a generated task"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -157,7 +299,7 @@ func TestDatasetTooLong(t *testing.T) {
 		{"", "error", ""},
 		{", too_long: error", "error", ""},
 		{", too_long: drop", "drop", ""},
-		{", too_long: skip", "", `dataset.too_long: must be error or drop, got "skip"`},
+		{", too_long: skip", "", `must be error or drop, got "skip"`},
 	} {
 		c, err := Parse([]byte(fmt.Sprintf(dataset, tc.value)))
 		switch {
@@ -179,5 +321,67 @@ func TestDatasetTooLong(t *testing.T) {
 	sft.Dataset.TooLong = "drop"
 	if err := sft.Validate(); err != nil {
 		t.Errorf("SFT with too_long: drop: %v", err)
+	}
+}
+
+// TestDefaultTags: every default tag of every config type parses as its
+// field's type and is applied; no field has both a default and a derived tag.
+func TestDefaultTags(t *testing.T) {
+	for _, v := range []any{&Config{}, &SFT{}} {
+		rv := reflect.ValueOf(v).Elem()
+		allocate(rv)
+		fillDefaults(rv)
+		checkTags(t, rv)
+	}
+}
+
+// allocate gives every nil struct pointer a value and every list of
+// structs one element, so that fillDefaults reaches every field.
+func allocate(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() && v.Type().Elem().Kind() == reflect.Struct {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
+		if !v.IsNil() {
+			allocate(v.Elem())
+		}
+	case reflect.Slice:
+		if v.Len() == 0 && v.Type().Elem().Kind() == reflect.Struct {
+			v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		}
+		for i := 0; i < v.Len(); i++ {
+			allocate(v.Index(i))
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			allocate(v.Field(i))
+		}
+	}
+}
+
+func checkTags(t *testing.T, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if !v.IsNil() {
+			checkTags(t, v.Elem())
+		}
+	case reflect.Slice:
+		for i := 0; i < v.Len(); i++ {
+			checkTags(t, v.Index(i))
+		}
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			f := v.Type().Field(i)
+			_, hasDefault := f.Tag.Lookup("default")
+			_, hasDerived := f.Tag.Lookup("derived")
+			if hasDefault && hasDerived {
+				t.Errorf("%s.%s has both a default and a derived tag", v.Type().Name(), f.Name)
+			}
+			if fv := v.Field(i); hasDefault && (fv.Kind() == reflect.Pointer && fv.IsNil() || isZero(fv)) {
+				t.Errorf("%s.%s: default %q not applied", v.Type().Name(), f.Name, f.Tag.Get("default"))
+			}
+			checkTags(t, v.Field(i))
+		}
 	}
 }

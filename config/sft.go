@@ -1,13 +1,10 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"reflect"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // SFT is a supervised warm-start run (`hacrl sft`): one agent learns the worked
@@ -15,37 +12,67 @@ import (
 // the response tokens, and is saved as a checkpoint directory that `train`
 // configs name as an agent's checkpoint.
 type SFT struct {
-	Out        string       `yaml:"out"`  // checkpoint directory written at the end
-	Seed       int64        `yaml:"seed"` // data order and, for a new model, initial weights
-	Checkpoint string       `yaml:"checkpoint"`
-	Model      *NewModel    `yaml:"model"`
-	Tokenizer  SFTTokenizer `yaml:"tokenizer"`
-	Template   Template     `yaml:"template"`
-	Task       *Task        `yaml:"task"`
-	Dataset    *Dataset     `yaml:"dataset"`
-	Examples   int          `yaml:"examples"` // distinct training problems (generated tasks); 0 = all of a dataset
-	Steps      int          `yaml:"steps"`
-	BatchSize  int          `yaml:"batch_size"`
-	Optimizer  Optimizer    `yaml:"optimizer"`
-	Eval       SFTEval      `yaml:"eval"`
-	Backend    string       `yaml:"backend"`
-	Engine     string       `yaml:"engine"` // auto (default), native or graph
+	// Out is the checkpoint directory written at the end (required).
+	Out string `yaml:"out,omitempty"`
+	// Seed draws the data order and, for a new model, the initial weights.
+	Seed int64 `yaml:"seed,omitempty"`
+	// Checkpoint is a directory of a model to go on training; give exactly one
+	// of checkpoint or model.
+	Checkpoint string `yaml:"checkpoint,omitempty"`
+	// Model is a freshly initialised model.
+	Model *NewModel `yaml:"model,omitempty"`
+	// Tokenizer says where the agent's tokenizer comes from (with a new model).
+	Tokenizer SFTTokenizer `yaml:"tokenizer,omitempty"`
+	// Template is the prompt template the agent learns with (and is saved
+	// with); its kind defaults to plain here.
+	Template Template `yaml:"template,omitempty"`
+	// Task is a generated task whose worked solutions are learned; give
+	// exactly one of task or dataset.
+	Task *Task `yaml:"task,omitempty"`
+	// Dataset is a JSONL or Parquet file whose solutions (or answers) are
+	// learned.
+	Dataset *Dataset `yaml:"dataset,omitempty"`
+	// Examples is the number of distinct training problems: required for a
+	// generated task; 0 takes all of a dataset.
+	Examples int `yaml:"examples,omitempty"`
+	// Steps is the number of optimizer steps (> 0).
+	Steps int `yaml:"steps,omitempty"`
+	// BatchSize is the number of sequences per optimizer step.
+	BatchSize int `yaml:"batch_size,omitempty" default:"32"`
+	// Optimizer is the AdamW optimizer and learning-rate schedule.
+	Optimizer Optimizer `yaml:"optimizer,omitempty"`
+	// Eval is the held-out greedy evaluation during the warm start.
+	Eval SFTEval `yaml:"eval,omitempty"`
+	// Backend is the GoMLX backend configuration, as in a train config.
+	Backend string `yaml:"backend,omitempty" derived:"the backend package's default (see below)"`
+	// Engine is how the model runs: auto, native or graph, as in a train
+	// config.
+	Engine string `yaml:"engine,omitempty" default:"auto"`
 }
 
 // SFTTokenizer says where the agent's tokenizer comes from: a file, or built
 // from the training texts (char: their alphabet; bpe: a byte-level BPE of
 // vocab_size tokens).
 type SFTTokenizer struct {
-	Path      string `yaml:"path"`
-	Kind      string `yaml:"kind"` // char or bpe (when no path)
-	VocabSize int    `yaml:"vocab_size"`
+	// Path is a tokenizer.json file to use as it is.
+	Path string `yaml:"path,omitempty"`
+	// Kind builds a tokenizer from the training texts when there is no path:
+	// char (their alphabet) or bpe (a byte-level BPE).
+	Kind string `yaml:"kind,omitempty"`
+	// VocabSize is the size of a bpe tokenizer (≥ 257: the 256 bytes and the
+	// special tokens).
+	VocabSize int `yaml:"vocab_size,omitempty"`
 }
 
 // SFTEval measures greedy accuracy on the test split during warm start.
 type SFTEval struct {
-	Every        int `yaml:"every"`
-	Problems     int `yaml:"problems"`
-	MaxNewTokens int `yaml:"max_new_tokens"`
+	// Every is the number of steps between evaluations; 0 evaluates only
+	// after the last step.
+	Every int `yaml:"every,omitempty"`
+	// Problems is the number of test problems evaluated.
+	Problems int `yaml:"problems,omitempty" default:"200"`
+	// MaxNewTokens is the longest response in tokens.
+	MaxNewTokens int `yaml:"max_new_tokens,omitempty" default:"64"`
 }
 
 // LoadSFT reads and checks an SFT config file.
@@ -54,53 +81,44 @@ func LoadSFT(path string) (*SFT, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	var root yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
-		return nil, fmt.Errorf("config %s: not valid YAML: %w", path, err)
-	}
-	if err := checkKeys(&root, reflect.TypeOf(SFT{}), ""); err != nil {
+	s, err := ParseSFT(data)
+	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
+	return s, nil
+}
+
+// ParseSFT decodes an SFT config strictly, applies defaults and validates,
+// as Parse does a run's.
+func ParseSFT(data []byte) (*SFT, error) {
 	var s SFT
-	if err := root.Decode(&s); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+	lines, err := decodeStrict(data, &s)
+	if err != nil {
+		return nil, err
 	}
 	s.applyDefaults()
-	if err := s.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+	if err := s.validate(lines); err != nil {
+		return nil, err
 	}
 	return &s, nil
 }
 
 func (s *SFT) applyDefaults() {
-	if s.Engine == "" {
-		s.Engine = "auto"
-	}
+	fillDefaults(reflect.ValueOf(s).Elem())
 	if s.Template.Kind == "" {
 		s.Template.Kind = "plain"
 	}
-	if s.BatchSize == 0 {
-		s.BatchSize = 32
+	if s.Model != nil {
+		s.Model.applyDefaults()
 	}
-	if s.Eval.Problems == 0 {
-		s.Eval.Problems = 200
-	}
-	if s.Eval.MaxNewTokens == 0 {
-		s.Eval.MaxNewTokens = 64
-	}
-	a := Agent{Optimizer: s.Optimizer, Model: s.Model, Template: s.Template, Sampling: Sampling{MaxNewTokens: 1}}
-	c := Config{Agents: []Agent{a}}
-	c.applyDefaults()
-	s.Optimizer = c.Agents[0].Optimizer
-	s.Model = c.Agents[0].Model
 }
 
 // Validate reports impossible settings by key path.
-func (s *SFT) Validate() error {
+func (s *SFT) Validate() error { return s.validate(nil) }
+
+func (s *SFT) validate(lines map[string]int) error {
 	var errs []error
-	bad := func(path, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{path}, args...)...))
-	}
+	bad := collector(&errs, lines)
 	if s.Out == "" {
 		bad("out", "required (the checkpoint directory to write)")
 	}
@@ -110,6 +128,12 @@ func (s *SFT) Validate() error {
 	}
 	if (s.Task == nil) == (s.Dataset == nil) {
 		bad("task", "give exactly one of task or dataset")
+	}
+	if s.Task != nil {
+		validateTask("task", s.Task, bad)
+	}
+	if s.Dataset != nil && s.Dataset.Path == "" {
+		bad("dataset.path", "required (a .jsonl or .parquet file)")
 	}
 	if s.Dataset != nil {
 		checkTooLong(bad, s.Dataset.TooLong)
@@ -130,6 +154,15 @@ func (s *SFT) Validate() error {
 	}
 	if s.BatchSize <= 0 {
 		bad("batch_size", "must be > 0, got %d", s.BatchSize)
+	}
+	if s.Eval.Every < 0 {
+		bad("eval.every", "must be >= 0 (0 = only at the end), got %d", s.Eval.Every)
+	}
+	if s.Eval.Problems <= 0 {
+		bad("eval.problems", "must be > 0, got %d", s.Eval.Problems)
+	}
+	if s.Eval.MaxNewTokens <= 0 {
+		bad("eval.max_new_tokens", "must be > 0, got %d", s.Eval.MaxNewTokens)
 	}
 	if s.Examples < 0 {
 		bad("examples", "must be >= 0, got %d", s.Examples)

@@ -2,8 +2,10 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -11,8 +13,11 @@ import (
 
 // checkKeys walks a YAML node against the Go type it will be decoded into and
 // reports the first key that the type does not have, by its path
-// (e.g. "agents[1].sampling.temprature"), with the valid keys listed.
-func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
+// (e.g. "agents[1].sampling.temprature"), with the valid keys listed; a value
+// of the wrong type (including a fraction or a NaN for an integer, and NaN or
+// Inf for a number); and a value that a default would replace (see
+// checkExplicit). When lines is not nil it records every key's line by path.
+func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -20,10 +25,10 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 		if len(n.Content) == 0 {
 			return nil
 		}
-		return checkKeys(n.Content[0], t, path)
+		return checkKeys(n.Content[0], t, path, lines)
 	}
 	if n.Kind == yaml.AliasNode {
-		return checkKeys(n.Alias, t, path)
+		return checkKeys(n.Alias, t, path, lines)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -42,11 +47,17 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 				return fmt.Errorf("%s (line %d): key given twice", p, k.Line)
 			}
 			seen[k.Value] = true
-			ft, ok := fields[k.Value]
+			f, ok := fields[k.Value]
 			if !ok {
 				return fmt.Errorf("%s (line %d): unknown key; valid keys here: %s", p, k.Line, strings.Join(sortedKeys(fields), ", "))
 			}
-			if err := checkKeys(v, ft, p); err != nil {
+			if lines != nil {
+				lines[p] = k.Line
+			}
+			if err := checkKeys(v, f.Type, p, lines); err != nil {
+				return err
+			}
+			if err := checkExplicit(v, f, p); err != nil {
 				return err
 			}
 		}
@@ -58,7 +69,11 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			return fmt.Errorf("%s (line %d): expected a list, got %s", orRoot(path), n.Line, describe(n))
 		}
 		for i, c := range n.Content {
-			if err := checkKeys(c, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			if lines != nil {
+				lines[p] = c.Line
+			}
+			if err := checkKeys(c, t.Elem(), p, lines); err != nil {
 				return err
 			}
 		}
@@ -70,7 +85,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 			return fmt.Errorf("%s (line %d): expected a mapping, got %s", orRoot(path), n.Line, describe(n))
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value)); err != nil {
+			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), lines); err != nil {
 				return err
 			}
 		}
@@ -78,24 +93,91 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
 		if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
 			return fmt.Errorf("%s (line %d): expected a single value (%s), got %s", orRoot(path), n.Line, t.Kind(), describe(n))
 		}
-		// Decode the scalar alone so a type error names its path.
-		v := reflect.New(t)
-		if err := n.Decode(v.Interface()); err != nil {
-			return fmt.Errorf("%s (line %d): cannot read %q as %s", orRoot(path), n.Line, n.Value, typeName(t))
+		return checkScalar(n, t, path)
+	}
+	return nil
+}
+
+// checkScalar decodes a scalar alone, so that a type error names its path.
+// yaml.v3 would truncate 2.5 into an int field and accept .nan and .inf into
+// float fields; both are refused here.
+func checkScalar(n *yaml.Node, t reflect.Type, path string) error {
+	if n.Tag == "!!null" {
+		return nil
+	}
+	v := reflect.New(t)
+	if err := n.Decode(v.Interface()); err != nil {
+		return fmt.Errorf("%s (line %d): cannot read %q as %s", orRoot(path), n.Line, n.Value, typeName(t))
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.ShortTag() == "!!float" {
+			f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+			if err != nil || f != math.Trunc(f) {
+				return fmt.Errorf("%s (line %d): cannot read %q as %s: not a whole number", orRoot(path), n.Line, n.Value, typeName(t))
+			}
+		}
+	case reflect.Float32, reflect.Float64:
+		if f := v.Elem().Float(); math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%s (line %d): cannot read %q as %s: must be finite", orRoot(path), n.Line, n.Value, typeName(t))
 		}
 	}
 	return nil
 }
 
-func yamlFields(t reflect.Type) map[string]reflect.Type {
-	out := map[string]reflect.Type{}
+// checkExplicit refuses a value given explicitly that a default would
+// silently replace. A non-pointer field with a default (a default or derived
+// tag) holds its zero value only while unset, so writing that zero (top_p: 0,
+// responses_per_prompt: 0, kind: "") is an error; a field whose zero means
+// something of its own (temperature: 0, greedy) is a pointer, and keeps it.
+func checkExplicit(n *yaml.Node, f reflect.StructField, path string) error {
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	def, ok := defaultText(f)
+	if !ok || f.Type.Kind() == reflect.Pointer || n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+		return nil
+	}
+	v := reflect.New(f.Type)
+	if err := n.Decode(v.Interface()); err != nil || !isZero(v.Elem()) {
+		return nil
+	}
+	what := "0"
+	if f.Type.Kind() == reflect.String {
+		what = "empty"
+	}
+	return fmt.Errorf("%s (line %d): must not be %s; leave the key out for the default (%s)", path, n.Line, what, def)
+}
+
+// defaultText is a field's default as the reference shows it: its default
+// tag's literal, or its derived tag's description; ok is false for a field
+// without a default.
+func defaultText(f reflect.StructField) (text string, ok bool) {
+	if d, ok := f.Tag.Lookup("default"); ok {
+		return d, true
+	}
+	return f.Tag.Lookup("derived")
+}
+
+// isZero reports whether v is its type's zero value, with -0.0 counted as 0.
+func isZero(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	}
+	return v.IsZero()
+}
+
+// yamlFields maps the YAML keys of struct type t to its fields.
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		tag := f.Tag.Get("yaml")
-		name, opts, _ := strings.Cut(tag, ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if name == "-" {
 			continue
 		}
@@ -105,15 +187,21 @@ func yamlFields(t reflect.Type) map[string]reflect.Type {
 			}
 			continue
 		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		out[name] = f.Type
+		out[yamlName(f)] = f
 	}
 	return out
 }
 
-func sortedKeys(m map[string]reflect.Type) []string {
+// yamlName is a field's YAML key.
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name
+}
+
+func sortedKeys(m map[string]reflect.StructField) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -153,6 +241,8 @@ func typeName(t reflect.Type) string {
 		return "true or false"
 	case reflect.Int, reflect.Int64, reflect.Int32:
 		return "an integer"
+	case reflect.Uint, reflect.Uint64, reflect.Uint32:
+		return "a non-negative integer"
 	case reflect.Float64, reflect.Float32:
 		return "a number"
 	case reflect.String:
@@ -162,6 +252,7 @@ func typeName(t reflect.Type) string {
 }
 
 // CheckKeys reports the first key of a YAML document that the Go type t (a
-// struct, decoded with yaml tags) does not have, by its path and line. Other
-// packages with YAML files of their own use it for the same strictness.
-func CheckKeys(n *yaml.Node, t reflect.Type) error { return checkKeys(n, t, "") }
+// struct, decoded with yaml tags) does not have, by its path and line, with
+// the same checks of values as Parse. Other packages with YAML files of their
+// own use it for the same strictness.
+func CheckKeys(n *yaml.Node, t reflect.Type) error { return checkKeys(n, t, "", nil) }

@@ -54,6 +54,9 @@ func newArith(opts Options) (*Arith, error) {
 // Name returns "arith".
 func (a *Arith) Name() string { return "arith" }
 
+// Options returns the task's options, defaults filled in.
+func (a *Arith) Options() Options { return a.opts }
+
 // Problem returns problem index of split.
 func (a *Arith) Problem(split Split, index int) Problem {
 	r := problemRand(a.Name(), a.opts.Seed, split, index)

@@ -46,6 +46,9 @@ func newCountdown(opts Options) (*Countdown, error) {
 // Name returns "countdown".
 func (c *Countdown) Name() string { return "countdown" }
 
+// Options returns the task's options, defaults filled in.
+func (c *Countdown) Options() Options { return c.opts }
+
 // Problem returns problem index of split.
 func (c *Countdown) Problem(split Split, index int) Problem {
 	r := problemRand(c.Name(), c.opts.Seed, split, index)

@@ -48,8 +48,9 @@ func ReadMeta(dir string) (Meta, error) {
 
 // readMeta is ReadMeta that also reports whether dir has an agent.json.
 func readMeta(dir string) (Meta, bool, error) {
+	one := 1.0
 	m := Meta{Name: filepath.Base(dir), Template: config.Template{Kind: tokenizer.KindPlain},
-		Sampling: config.Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 64}}
+		Sampling: config.Sampling{Temperature: &one, TopP: 1, MaxNewTokens: 64}}
 	path := filepath.Join(dir, "agent.json")
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -161,9 +162,13 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
 	a.Template = tmpl
+	temp := 1.0 // sampling.temperature's default, for a config built in code
+	if ac.Sampling.Temperature != nil {
+		temp = *ac.Sampling.Temperature
+	}
 	a.Sampling = model.SampleOptions{
 		MaxNewTokens: ac.Sampling.MaxNewTokens,
-		Temperature:  ac.Sampling.Temperature,
+		Temperature:  temp,
 		TopP:         ac.Sampling.TopP,
 		TopK:         ac.Sampling.TopK,
 		Stop:         a.Template.StopTokens(tok),
@@ -205,7 +210,7 @@ func optimizerConfig(o config.Optimizer) model.OptimizerConfig {
 		Beta1:        o.Beta1,
 		Beta2:        o.Beta2,
 		Epsilon:      o.Epsilon,
-		MaxGradNorm:  o.MaxGradNorm,
+		MaxGradNorm:  *o.MaxGradNorm,
 	}
 }
 
@@ -244,7 +249,8 @@ func saveAgent(a *Agent, dir string) error {
 	if err := a.Trainer.SaveState(dir); err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
+	temp := a.Sampling.Temperature
 	meta := Meta{Name: a.Name, Template: config.Template{Kind: a.Template.Kind, System: a.Template.System}, Task: a.Task,
-		Sampling: config.Sampling{Temperature: a.Sampling.Temperature, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens}}
+		Sampling: config.Sampling{Temperature: &temp, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens}}
 	return writeJSON(filepath.Join(dir, "agent.json"), meta)
 }

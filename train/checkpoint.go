@@ -15,7 +15,6 @@ import (
 	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/internal/atomicfile"
 	"github.com/hacrl/hacrl/model"
-	"go.yaml.in/yaml/v3"
 )
 
 // state is the run-level part of a checkpoint (state.json).
@@ -390,10 +389,11 @@ func writeJSON(path string, v any) error {
 	return atomicfile.WriteFile(path, append(data, '\n'))
 }
 
-// writeResolvedConfig records the config in force (defaults filled, flags
-// applied) as OUT/config.yaml.
+// writeResolvedConfig records the config in force (every default filled,
+// flags applied) as OUT/config.yaml: ResolvedYAML, which
+// `hacrl train --print-defaults` prints.
 func writeResolvedConfig(cfg *config.Config) error {
-	data, err := yaml.Marshal(cfg)
+	data, err := ResolvedYAML(cfg)
 	if err != nil {
 		return err
 	}

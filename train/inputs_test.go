@@ -97,7 +97,7 @@ func TestTemplateInheritedFromCheckpoint(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ac := config.Agent{Name: "a", Checkpoint: tt.checkpoint, Template: tt.cfg,
 				Optimizer: config.Optimizer{LR: 1e-3, WeightDecay: new(float64)},
-				Sampling:  config.Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 8}}
+				Sampling:  config.Sampling{Temperature: new(1.0), TopP: 1, MaxNewTokens: 8}}
 			if tt.checkpoint == "" {
 				ac.Model = &config.NewModel{Family: "gpt", Dim: 8, Layers: 1, Heads: 2, KVHeads: 2, MaxSeq: 32, Activation: "gelu"}
 				ac.Tokenizer = char
@@ -380,7 +380,7 @@ func TestSFTExamplesTooLong(t *testing.T) {
 		Model:     &config.NewModel{Family: "gpt", Dim: 16, Layers: 1, Heads: 2, KVHeads: 2, MaxSeq: 32, Activation: "gelu"},
 		Tokenizer: config.SFTTokenizer{Kind: "char"},
 		Dataset:   &config.Dataset{Path: data, SolutionField: "solution", TooLong: "error"},
-		Steps:     2, BatchSize: 4, Optimizer: config.Optimizer{LR: 1e-3, WeightDecay: new(float64), Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-8, MaxGradNorm: 1, Schedule: "constant"}}
+		Steps:     2, BatchSize: 4, Optimizer: config.Optimizer{LR: 1e-3, WeightDecay: new(float64), Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-8, MaxGradNorm: new(1.0), Schedule: "constant"}}
 	var log strings.Builder
 	_, err := SFT(context.Background(), cfg, &log)
 	if err == nil || !strings.Contains(err.Error(), "5 of 10 examples") || !strings.Contains(err.Error(), "sft/1 (") ||
@@ -418,7 +418,7 @@ func TestTokenizerSmallerThanVocabulary(t *testing.T) {
 	}
 	ac := config.Agent{Name: "a", Checkpoint: ckpt, Tokenizer: smallPath, Template: config.Template{Kind: "plain"},
 		Optimizer: config.Optimizer{LR: 1e-3, WeightDecay: new(float64)},
-		Sampling:  config.Sampling{Temperature: 3, TopP: 1, MaxNewTokens: 20}}
+		Sampling:  config.Sampling{Temperature: new(3.0), TopP: 1, MaxNewTokens: 20}}
 	a, err := loadAgent(b, 0, ac, false, func(string) {})
 	if err != nil {
 		t.Fatal(err)

@@ -60,8 +60,9 @@ backend: go:ops_sequential
 	// The saved agent trains on in a run.
 	run := tinyConfig(t, dir, "gspo", 1)
 	run.Agents = run.Agents[:1]
+	one := 1.0
 	run.Agents[0] = config.Agent{Name: "warm", Checkpoint: cfg.Out, Template: config.Template{Kind: "chat"},
-		Optimizer: run.Agents[0].Optimizer, Sampling: config.Sampling{Temperature: 1, TopP: 1, MaxNewTokens: 16}}
+		Optimizer: run.Agents[0].Optimizer, Sampling: config.Sampling{Temperature: &one, TopP: 1, MaxNewTokens: 16}}
 	run.Eval.Sets[0].Problems = 4
 	r, err := New(context.Background(), run, Options{})
 	if err != nil {

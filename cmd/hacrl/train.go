@@ -18,6 +18,7 @@ func trainCmd() *cobra.Command {
 		resume      bool
 		overwrite   bool
 		backendCfg  string
+		printDefs   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "train CONFIG",
@@ -59,6 +60,14 @@ files, and never the working or the home directory).`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("config %s: %w", args[0], err)
 			}
+			if printDefs {
+				data, err := train.ResolvedYAML(cfg)
+				if err != nil {
+					return fmt.Errorf("config %s: %w", args[0], err)
+				}
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
+			}
 			names := make([]string, len(cfg.Agents))
 			for i, a := range cfg.Agents {
 				names[i] = a.Name
@@ -93,5 +102,6 @@ files, and never the working or the home directory).`,
 	f.BoolVar(&resume, "resume", false, "continue from the latest intact checkpoint in the output directory")
 	f.BoolVar(&overwrite, "overwrite", false, "delete the earlier run in the output directory and start again")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config, e.g. go:parallelism=-1 or xla:cuda (with -tags xla)")
+	f.BoolVar(&printDefs, "print-defaults", false, "print the config with every default filled in (as OUT/config.yaml records it) and exit without training")
 	return cmd
 }

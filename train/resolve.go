@@ -1,0 +1,74 @@
+package train
+
+import (
+	"fmt"
+
+	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/task"
+)
+
+// Resolve returns a copy of cfg with every default filled in: those of the
+// config package (config.Parse applies them) and those that live elsewhere —
+// the method preset's hyperparameters, the generated task's options, the
+// template of each agent from a checkpoint that gives none (the one in the
+// checkpoint's agent.json) and the compute backend. Written with
+// config.Marshal (see ResolvedYAML), it reads back as the same config.
+func Resolve(cfg *config.Config) (*config.Config, error) {
+	r := cfg.Clone()
+	s, err := methodSettings(r)
+	if err != nil {
+		return nil, err
+	}
+	m := &r.Method
+	m.Alpha, m.Delta, m.DeltaStep = ptr(s.Alpha), ptr(s.CrossDelta), ptr(s.CrossDeltaStep)
+	m.ClipLow, m.ClipHigh, m.KLCoef = ptr(s.SelfClipLow), ptr(s.SelfClipHigh), ptr(s.KLCoef)
+	m.Window, m.WarmupSteps = ptr(s.Capability.Window), ptr(s.Capability.WarmupSteps)
+	m.NormalizeStd = ptr(s.NormalizeStd)
+	m.OmegaMin, m.OmegaMax = ptr(s.Capability.RatioMin), ptr(s.Capability.RatioMax)
+	if r.Task != nil {
+		tk, err := BuildTask(&config.Config{Task: r.Task})
+		if err != nil {
+			return nil, err
+		}
+		if t, ok := tk.(interface{ Options() task.Options }); ok {
+			o := t.Options()
+			r.Task.Seed, r.Task.FormatWeight = o.Seed, o.FormatWeight
+			r.Task.Digits, r.Task.Ops, r.Task.Operators, r.Task.MulDigits = o.Digits, o.Ops, o.Operators, o.MulDigits
+			r.Task.Numbers, r.Task.MaxNumber, r.Task.MaxTarget, r.Task.Fractions = o.Numbers, o.MaxNumber, o.MaxTarget, o.Fractions
+		}
+	}
+	for i := range r.Agents {
+		a := &r.Agents[i]
+		if a.Template.Kind != "" || a.Checkpoint == "" {
+			continue
+		}
+		meta, err := ReadMeta(a.Checkpoint)
+		if err != nil {
+			return nil, fmt.Errorf("agents[%d] (%s): %w", i, a.Name, err)
+		}
+		a.Template.Kind = meta.Template.Kind
+		if a.Template.Kind == "" {
+			a.Template.Kind = "plain"
+		}
+		if a.Template.System == "" {
+			a.Template.System = meta.Template.System
+		}
+	}
+	if r.Backend == "" {
+		r.Backend = backend.Default
+	}
+	return r, nil
+}
+
+// ResolvedYAML is the resolved config (see Resolve) as YAML: what
+// `hacrl train --print-defaults` prints and OUT/config.yaml holds.
+func ResolvedYAML(cfg *config.Config) ([]byte, error) {
+	r, err := Resolve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return config.Marshal(r)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -313,13 +313,11 @@ func TestDatasetTooLong(t *testing.T) {
 			t.Errorf("too_long%s: got %q, want %q", tc.value, c.Dataset.TooLong, tc.want)
 		}
 	}
-	sft := SFT{Out: "o", Engine: "auto", Checkpoint: "c", Dataset: &Dataset{Path: "d.jsonl", TooLong: "trim"}, Steps: 1, BatchSize: 1,
-		Template: Template{Kind: "plain"}, Optimizer: Optimizer{LR: 1, WeightDecay: new(float64), Schedule: "constant"}}
-	if err := sft.Validate(); err == nil || !strings.Contains(err.Error(), `dataset.too_long: must be error or drop, got "trim"`) {
+	sft := "out: o\ncheckpoint: c\ndataset: {path: d.jsonl, too_long: %s}\nsteps: 1\nbatch_size: 1\noptimizer: {lr: 1}\n"
+	if _, err := ParseSFT([]byte(fmt.Sprintf(sft, "trim"))); err == nil || !strings.Contains(err.Error(), `dataset.too_long (line 3): must be error or drop, got "trim"`) {
 		t.Errorf("SFT with too_long: trim: %v", err)
 	}
-	sft.Dataset.TooLong = "drop"
-	if err := sft.Validate(); err != nil {
+	if c, err := ParseSFT([]byte(fmt.Sprintf(sft, "drop"))); err != nil || c.Dataset.TooLong != "drop" {
 		t.Errorf("SFT with too_long: drop: %v", err)
 	}
 }

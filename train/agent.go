@@ -203,14 +203,23 @@ func CheckVocab(tok tokenizer.Tokenizer, tokPath string, m *model.Model) error {
 	return nil
 }
 
+// optimizerConfig is the engine's optimizer for o. Unset pointer fields (in
+// a config built in code) take the config defaults.
 func optimizerConfig(o config.Optimizer) model.OptimizerConfig {
+	decay, maxNorm := 0.01, 1.0
+	if o.WeightDecay != nil {
+		decay = *o.WeightDecay
+	}
+	if o.MaxGradNorm != nil {
+		maxNorm = *o.MaxGradNorm
+	}
 	return model.OptimizerConfig{
 		LearningRate: o.LR,
-		WeightDecay:  *o.WeightDecay,
+		WeightDecay:  decay,
 		Beta1:        o.Beta1,
 		Beta2:        o.Beta2,
 		Epsilon:      o.Epsilon,
-		MaxGradNorm:  *o.MaxGradNorm,
+		MaxGradNorm:  maxNorm,
 	}
 }
 

@@ -286,6 +286,7 @@ func TestTrainPromptsTooLong(t *testing.T) {
 		qs[i] = strings.Repeat("9+", 30) + "9"
 	}
 	cfg.Dataset.Path = writeLines(t, t.TempDir(), qs)
+	cfg.Out = filepath.Join(t.TempDir(), "out")
 	if _, err := New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "all 12 training problems are too long") {
 		t.Errorf("a dataset with no problem short enough: %v", err)
 	}

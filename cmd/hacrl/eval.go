@@ -146,7 +146,7 @@ exits with status 2.`,
 	f.StringVar(&template, "template", "", "override the agent's prompt template (plain or chat)")
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
-	return usageExit(cmd)
+	return cmd
 }
 
 // checkEvalFlags reports a flag value eval cannot honour as a usage error.

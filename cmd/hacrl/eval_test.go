@@ -16,22 +16,19 @@ import (
 var shippedAgent = filepath.Join("..", "..", "examples", "agents", "gpt-char")
 
 // runEval runs `hacrl eval args…` in process and returns the JSON object it
-// printed on standard output (nil on error), standard error and its error.
-func runEval(t *testing.T, args ...string) (map[string]any, string, error) {
+// printed on standard output (nil on failure), standard error and the exit
+// status.
+func runEval(t *testing.T, args ...string) (map[string]any, string, int) {
 	t.Helper()
-	cmd := evalCmd()
 	var out, errOut bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&errOut)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(context.Background())
+	code := execute(context.Background(), append([]string{"eval"}, args...), &out, &errOut)
 	var res map[string]any
-	if err == nil {
+	if code == 0 {
 		if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
 			t.Fatalf("stdout is not one JSON object: %v\n%s", jerr, out.String())
 		}
 	}
-	return res, errOut.String(), err
+	return res, errOut.String(), code
 }
 
 // Every flag value eval cannot honour is a usage error: exit status 2 and a
@@ -55,9 +52,9 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		{[]string{"--set", "test"}, "--problems is required for the test split of the generated task arith"},
 	}
 	for _, tt := range tests {
-		_, stderr, err := runEval(t, append([]string{shippedAgent}, tt.args...)...)
-		if err != exitCode(2) {
-			t.Errorf("eval %v: error %v, want exit status 2", tt.args, err)
+		_, stderr, code := runEval(t, append([]string{shippedAgent}, tt.args...)...)
+		if code != 2 {
+			t.Errorf("eval %v: exit status %d, want 2", tt.args, code)
 		}
 		if !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "hacrl eval --help") {
 			t.Errorf("eval %v: stderr %q lacks %q", tt.args, stderr, tt.want)
@@ -65,13 +62,13 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 	}
 	// The checkpoint argument is required, once.
 	for _, args := range [][]string{{}, {shippedAgent, shippedAgent}} {
-		if _, stderr, err := runEval(t, args...); err != exitCode(2) || !strings.Contains(stderr, "accepts 1 arg") {
-			t.Errorf("eval %v: %v, %q; want a usage error", args, err, stderr)
+		if _, stderr, code := runEval(t, args...); code != 2 || !strings.Contains(stderr, "accepts 1 arg") {
+			t.Errorf("eval %v: exit status %d, %q; want a usage error", args, code, stderr)
 		}
 	}
 	// A failure of the work is not a usage error.
-	if _, _, err := runEval(t, filepath.Join(t.TempDir(), "missing"), "--problems", "2"); err == nil || err == exitCode(2) {
-		t.Errorf("eval of a missing checkpoint: %v, want an ordinary error", err)
+	if _, _, code := runEval(t, filepath.Join(t.TempDir(), "missing"), "--problems", "2"); code != 1 {
+		t.Errorf("eval of a missing checkpoint: exit status %d, want 1 (a failure, not a usage error)", code)
 	}
 }
 
@@ -80,9 +77,9 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 // 1 they do not.
 func TestEvalTemperatureZeroIsGreedy(t *testing.T) {
 	base := []string{shippedAgent, "--set", "test", "--problems", "40", "--samples", "3", "--seed", "5"}
-	greedy, _, err := runEval(t, append(base, "--temperature", "0")...)
-	if err != nil {
-		t.Fatal(err)
+	greedy, _, code := runEval(t, append(base, "--temperature", "0")...)
+	if code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 	acc := greedy["greedy_acc"].(float64)
 	for _, k := range []string{"avg@3", "maj@3", "pass@3"} {
@@ -93,9 +90,9 @@ func TestEvalTemperatureZeroIsGreedy(t *testing.T) {
 	if s := greedy["sampling"].(map[string]any); s["temperature"] != 0.0 {
 		t.Errorf("sampling reported as %v", s)
 	}
-	sampled, _, err := runEval(t, append(base, "--temperature", "1")...)
-	if err != nil {
-		t.Fatal(err)
+	sampled, _, code := runEval(t, append(base, "--temperature", "1")...)
+	if code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 	if sampled["greedy_acc"] != acc || (sampled["avg@3"] == acc && sampled["pass@3"] == acc) {
 		t.Errorf("temperature 1 gave %v; the draws should differ from greedy (greedy_acc %v)", sampled, acc)
@@ -127,16 +124,16 @@ func TestEvalTemplateFromCheckpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "agent.json"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, stderr, err := runEval(t, dir, "--problems", "20")
-	if err != nil {
-		t.Fatal(err)
+	res, stderr, code := runEval(t, dir, "--problems", "20")
+	if code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 	if tmpl := res["sampling"].(map[string]any)["template"]; tmpl != "chat" || stderr != "" {
 		t.Errorf("template %v (stderr %q), want the saved chat", tmpl, stderr)
 	}
-	plain, stderr, err := runEval(t, dir, "--problems", "20", "--template", "plain")
-	if err != nil {
-		t.Fatal(err)
+	plain, stderr, code := runEval(t, dir, "--problems", "20", "--template", "plain")
+	if code != 0 {
+		t.Fatalf("exit status %d", code)
 	}
 	if tmpl := plain["sampling"].(map[string]any)["template"]; tmpl != "plain" || !strings.Contains(stderr, "--template plain replaces the checkpoint's chat") {
 		t.Errorf("template %v, stderr %q", tmpl, stderr)

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -37,25 +38,35 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aborted")
 		os.Exit(130)
 	}()
+	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// execute runs hacrl with args and returns its exit status: 0 on success,
+// the status a command asked for (exitCode), 2 for a usage error (with a
+// pointer to the command's help on stderr), 130 when ctx was cancelled and 1
+// for any other error.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := rootCmd()
-	root.SetArgs(positionalNumbers(root, os.Args[1:]))
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetArgs(positionalNumbers(root, args))
 	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
-		return
+		return 0
 	}
 	var ec exitCode
 	if errors.As(err, &ec) {
-		os.Exit(int(ec)) // the command already said why
+		return int(ec) // the command already said why
 	}
-	fmt.Fprintln(os.Stderr, "hacrl:", err)
+	fmt.Fprintln(stderr, "hacrl:", err)
 	switch {
 	case errors.As(err, &usageErr{}):
-		fmt.Fprintf(os.Stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
-		os.Exit(2)
+		fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", cmd.CommandPath())
+		return 2
 	case ctx.Err() != nil:
-		os.Exit(130)
+		return 130
 	}
-	os.Exit(1)
+	return 1
 }
 
 const rootLong = `hacrl trains several different language models together on one verifiable

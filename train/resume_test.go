@@ -72,38 +72,43 @@ func TestKillAndResume(t *testing.T) {
 		}
 		return p
 	}
-	run := func(cfgPath string, env []string, killAfter time.Duration, args ...string) (killed bool) {
+	// run runs hacrl train; with kill set it SIGKILLs the process once kill
+	// says so, given the output so far (the progress lines: one per agent
+	// and phase, and one per finished step).
+	run := func(cfgPath string, env []string, kill func(output string) bool, args ...string) (killed bool) {
 		cmd := exec.Command(bin, append([]string{"train", cfgPath}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
-		var stderr bytes.Buffer
-		cmd.Stderr, cmd.Stdout = &stderr, &stderr
+		out := &syncBuffer{}
+		cmd.Stderr, cmd.Stdout = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		var timer <-chan time.Time
-		if killAfter > 0 {
-			timer = time.After(killAfter)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case err := <-done:
+				if err != nil {
+					if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+						return true
+					}
+					t.Fatalf("hacrl train: %v\n%s", err, out.String())
+				}
+				return false
+			case <-tick.C:
+				if kill != nil && kill(out.String()) {
+					cmd.Process.Kill()
+					<-done
 					return true
 				}
-				t.Fatalf("hacrl train: %v\n%s", err, stderr.String())
 			}
-			return false
-		case <-timer:
-			cmd.Process.Kill()
-			<-done
-			return true
 		}
 	}
 
 	ref := filepath.Join(dir, "ref")
-	run(write(ref), nil, 0)
+	run(write(ref), nil, nil)
 	want, err := metrics.ReadFile(filepath.Join(ref, "metrics.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -112,28 +117,53 @@ func TestKillAndResume(t *testing.T) {
 	out := filepath.Join(dir, "killed")
 	cfgPath := write(out)
 	// First a crash in the middle of writing step 2's checkpoint.
-	if !run(cfgPath, []string{CrashEnv + "=2"}, 0) {
+	if !run(cfgPath, []string{CrashEnv + "=2"}, nil) {
 		t.Fatal("the process did not die in the checkpoint")
 	}
 	if cks, _ := listCheckpoints(out); len(cks) != 1 || filepath.Base(cks[0]) != "step-00000001" {
 		t.Fatalf("after a crash while writing step 2, checkpoints are %v, want only step 1", cks)
 	}
-	// Then kills at random moments, resuming each time, until a run finishes.
+	// Then kills at random moments, resuming each time, until a run finishes:
+	// at a random time during start-up (loading, the lock, setting aside a
+	// damaged checkpoint), or a random moment after a random progress line
+	// (in sampling, scoring, an update, an evaluation, a checkpoint).
 	rng := rand.New(rand.NewPCG(1, 2))
 	kills := 0
+	const killRuns = 8
 	for attempt := 0; ; attempt++ {
 		if attempt > 40 {
 			t.Fatal("the run never finished")
 		}
-		delay := time.Duration(300+rng.IntN(2500)) * time.Millisecond
-		if attempt >= 6 {
-			delay = 0 // let it finish
+		var kill func(string) bool
+		if attempt < killRuns {
+			start := time.Now()
+			jitter := time.Duration(rng.IntN(20)) * time.Millisecond
+			if attempt%3 == 0 {
+				early := time.Duration(rng.IntN(150)) * time.Millisecond
+				kill = func(string) bool { return time.Since(start) > early }
+			} else {
+				lines := 1 + rng.IntN(12)
+				var seen time.Time
+				kill = func(out string) bool {
+					if seen.IsZero() && strings.Count(out, " step ") >= lines {
+						seen = time.Now()
+					}
+					return !seen.IsZero() && time.Since(seen) >= jitter
+				}
+			}
 		}
-		if run(cfgPath, nil, delay, "--resume") {
+		if run(cfgPath, nil, kill, "--resume") {
 			kills++
 			continue
 		}
+		if attempt < killRuns {
+			continue // finished before its kill: resume again (a finished run says so)
+		}
 		break
+	}
+	// The kills must have landed: most runs die before they finish.
+	if kills < killRuns/2 {
+		t.Fatalf("only %d of %d runs were killed before finishing: the kill moments are too late to test anything", kills, killRuns)
 	}
 	got, err := metrics.ReadFile(filepath.Join(out, "metrics.jsonl"))
 	if err != nil {

@@ -138,6 +138,17 @@
 //     cross signal when a learner degrades (Naive's PPO-min already drops most
 //     negative cross samples, since their ratio sits below 1 − ε_low); no preset
 //     sets it.
+//  21. Rewards from outside [§7]: a user's own reward (a command or an HTTP endpoint,
+//     docs/reward.md) must lie in [0, 1], the range the paper's verifiable rewards
+//     have: the weighted baseline's guard and the capability P̂ (the fraction of
+//     rewards > 0 under capability: accuracy) assume it. Partial credit for wrong
+//     answers would count them as successes, so such a reward should be paired with
+//     capability: mean_reward; the examples do. This package does not enforce the
+//     range (it only refuses non-finite rewards, decision 18): the reward client does.
+//  22. Temperature 0 samples greedily (argmax) — in rollouts as in evaluation. Then an
+//     agent's G responses to a prompt are identical, so the group says no more than
+//     one response would; the setting is for inspection and evaluation rather than
+//     training, and is accepted in both because it means exactly what it says.
 //
 // # Numbers and determinism
 //

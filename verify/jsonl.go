@@ -38,7 +38,9 @@ func VerifyJSONL(ctx context.Context, r io.Reader, w io.Writer, errw io.Writer) 
 			bw.Flush()
 			return sum, fmt.Errorf("reading line %d: %w", lineNo, readErr)
 		}
-		if trimmed := bytes.TrimSpace(line); len(trimmed) > 0 {
+		// A UTF-8 byte-order mark (some editors start a file with one) is
+		// not part of the JSON.
+		if trimmed := bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\uFEFF"))); len(trimmed) > 0 {
 			sum.Lines++
 			out, eq, err := verifyLine(trimmed)
 			switch {

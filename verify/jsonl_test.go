@@ -48,6 +48,19 @@ func TestVerifyJSONL(t *testing.T) {
 	}
 }
 
+// A byte-order mark at the start of the input (or of a line) is skipped.
+func TestVerifyJSONLByteOrderMark(t *testing.T) {
+	in := "\uFEFF{\"answer\":\"1\",\"reference\":\"1\"}\n\uFEFF{\"answer\":\"2\",\"reference\":\"3\"}\n"
+	var out, errOut bytes.Buffer
+	sum, err := VerifyJSONL(context.Background(), strings.NewReader(in), &out, &errOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Summary{Lines: 2, Equal: 1, NotEqual: 1}); sum != want || errOut.Len() != 0 {
+		t.Errorf("summary %+v (errors %q), want %+v", sum, errOut.String(), want)
+	}
+}
+
 func TestVerifyJSONLCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -78,6 +78,9 @@ func (c Config) paramSpecs() []paramSpec {
 				ps = append(ps, vector(p+"self_attn.q_proj.bias", 0, q),
 					vector(p+"self_attn.k_proj.bias", 0, kv), vector(p+"self_attn.v_proj.bias", 0, kv))
 			}
+			if c.QKNorm {
+				ps = append(ps, vector(p+"self_attn.q_norm.weight", 1, dh), vector(p+"self_attn.k_norm.weight", 1, dh))
+			}
 			ps = append(ps, linear(p+"self_attn.o_proj.weight", resid, d, q))
 			if c.outputBias() {
 				ps = append(ps, vector(p+"self_attn.o_proj.bias", 0, d))

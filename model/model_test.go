@@ -94,6 +94,16 @@ func TestConfigValidate(t *testing.T) {
 		{"EOS", func(c *Config) { c.EOS = 16 }},
 		{"BOS", func(c *Config) { c.BOS = -2 }},
 		{"NormEps", func(c *Config) { c.NormEps = -1 }},
+		{"QKNorm", func(c *Config) { c.QKNorm = true }},
+		{"HeadSize", func(c *Config) { c.HeadSize = 5 }},
+		{"HeadSize", func(c *Config) { c.HeadSize = -2 }},
+		{"RopeScaling.Type", func(c *Config) { c.RopeScaling = &RopeScaling{Type: "yarn"} }},
+		{"RopeScaling.HighFreqFactor", func(c *Config) {
+			c.RopeScaling = &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 4, HighFreqFactor: 4, OriginalMaxPos: 64}
+		}},
+		{"RopeScaling.OriginalMaxPos", func(c *Config) {
+			c.RopeScaling = &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4}
+		}},
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
@@ -104,6 +114,11 @@ func TestConfigValidate(t *testing.T) {
 		err := c.Validate()
 		if err == nil || !strings.Contains(err.Error(), "field "+tt.field) {
 			t.Errorf("mutating %s: error %v, want one naming the field", tt.field, err)
+		}
+	}
+	for _, name := range []string{"qwen3-gqa", "llama3-rope"} {
+		if err := tinyConfigs[name].Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	gpt := tinyConfigs["gpt-gelu"]

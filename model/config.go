@@ -20,7 +20,7 @@ type Config struct {
 	Vocab         int     // vocabulary size
 	Dim           int     // residual width d
 	Layers        int     // number of blocks
-	Heads         int     // query heads; Dim must be a multiple
+	Heads         int     // query heads; Dim must be a multiple unless HeadSize is set
 	KVHeads       int     // key/value heads (llama, grouped-query attention); gpt: equal to Heads
 	Hidden        int     // MLP inner width; default 4·Dim for gpt
 	MaxSeq        int     // longest sequence (positions 0..MaxSeq-1)
@@ -59,7 +59,9 @@ type RopeScaling struct {
 	OriginalMaxPos int     // original_max_position_embeddings, > 0
 }
 
-// Normalized returns c with the family defaults filled in.
+// Normalized returns c with the family defaults filled in, QKNorm set for
+// ModelType "qwen3", a HeadSize equal to Dim/Heads spelled 0, and its own
+// copy of RopeScaling: equal models have deeply equal normalized configs.
 func (c Config) Normalized() Config {
 	switch c.Family {
 	case "gpt":

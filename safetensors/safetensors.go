@@ -11,6 +11,25 @@
 // completely before it reads any tensor data; every problem it finds is
 // reported as an error that wraps ErrInvalid and names the file and the tensor
 // or field at fault.
+//
+// Open reads and checks a file's header only; its tensors are then read one
+// at a time (File.Tensor, or File.Float32Chunks, which streams F32, F16, BF16
+// and F64 as float32 through one small buffer), so loading a checkpoint needs
+// little more memory than its float32 result. WriteEntries writes tensors
+// whose bytes are produced one at a time as the writer reaches them.
+//
+// A checkpoint too large for one file is sharded as Hugging Face does
+// (WriteSharded, OpenIndex): base-00001-of-0000K.safetensors, … and the index
+// base.safetensors.index.json, {"metadata": {"total_size": bytes},
+// "weight_map": {tensor: shard file}}; shards are cut in the tensors' order
+// before a tensor that would pass the size limit (5 GB by default, as
+// transformers' max_shard_size), and a checkpoint that fits in one shard is a
+// single base.safetensors without index.
+//
+// F16 converts through github.com/x448/float16 (round to nearest, ties to
+// even, through subnormals; ±Inf and NaN kept); BF16 widens by a shift and
+// narrows with round to nearest, ties to even, as PyTorch's
+// .to(torch.bfloat16) does.
 package safetensors
 
 import (

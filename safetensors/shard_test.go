@@ -180,7 +180,7 @@ func TestOpenIndexErrors(t *testing.T) {
 	tests := []struct {
 		name  string
 		setup func(t *testing.T, dir string) // after a valid two-shard save of ta, tb
-		want  []string                        // substrings of the error
+		want  []string                       // substrings of the error
 	}{
 		{"missing shard", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, "model-00002-of-00002.safetensors"))

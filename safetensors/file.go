@@ -6,11 +6,25 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sync"
 )
 
-// chunkBytes is how many bytes of tensor data File.Float32Chunks reads at a
-// time: the only buffer a streamed read needs, whatever the tensor's size.
+// chunkBytes is the most bytes of tensor data File.Float32Chunks reads at a
+// time: its buffers, reused from one tensor to the next so that a load
+// leaves no garbage behind, are the only memory a streamed read needs,
+// whatever the tensor's size.
 const chunkBytes = 1 << 20
+
+// chunk is Float32Chunks's pair of buffers: the raw bytes of chunkBytes/8
+// elements of up to 8 bytes, and their float32 values.
+type chunk struct {
+	raw []byte
+	out []float32
+}
+
+var chunkPool = sync.Pool{New: func() any {
+	return &chunk{raw: make([]byte, chunkBytes), out: make([]float32, chunkBytes/8)}
+}}
 
 // File is an open safetensors file whose header has been read and fully
 // validated (as Read does). Tensors are read one at a time, on demand, with
@@ -89,7 +103,7 @@ func (f *File) Tensor(name string) (Tensor, error) {
 // first element, and may not keep the chunk after it returns (the buffer is
 // reused). F16 and BF16 widen exactly; F64 rounds to nearest (a value beyond
 // the float32 range becomes infinite). Only one buffer of about 1 MiB is
-// allocated, whatever the tensor's size. An error from fn stops the read and
+// used, whatever the tensor's size. An error from fn stops the read and
 // is returned as is.
 func (f *File) Float32Chunks(name string, fn func(first int, chunk []float32) error) error {
 	info, ok := f.infos[name]
@@ -104,17 +118,17 @@ func (f *File) Float32Chunks(name string, fn func(first int, chunk []float32) er
 	}
 	begin, end := int64(info.DataOffsets[0]), int64(info.DataOffsets[1])
 	total := int((end - begin) / int64(size))
-	per := min(chunkBytes/size, max(total, 1))
-	raw := make([]byte, per*size)
-	out := make([]float32, per)
+	per := chunkBytes / 8 // elements per chunk, for every dtype
+	buf := chunkPool.Get().(*chunk)
+	defer chunkPool.Put(buf)
 	for first := 0; first < total; first += per {
 		n := min(per, total-first)
-		b := raw[:n*size]
+		b, out := buf.raw[:n*size], buf.out[:n]
 		if _, err := f.f.ReadAt(b, f.dataStart+begin+int64(first*size)); err != nil {
 			return fmt.Errorf("safetensors: %s: tensor %q: %w", f.path, name, err)
 		}
-		decodeFloat32s(info.DType, b, out[:n])
-		if err := fn(first, out[:n]); err != nil {
+		decodeFloat32s(info.DType, b, out)
+		if err := fn(first, out); err != nil {
 			return err
 		}
 	}

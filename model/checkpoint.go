@@ -42,8 +42,11 @@ type SaveOptions struct {
 // Save writes the model as a Hugging Face checkpoint into dir, creating it
 // if needed: config.json, the weights in the model's Config.DType (so a
 // bfloat16 checkpoint is saved as bfloat16) as model.safetensors or, above 5
-// GB, as shards with model.safetensors.index.json, and
-// generation_config.json when the model was loaded with one. See SaveWith.
+// GB, as shards, with model.safetensors.index.json in both cases, and
+// generation_config.json when the model was loaded with one. (The index of
+// a single file is there for vLLM, which would otherwise load every
+// *.safetensors file of the directory, optimizer.safetensors included;
+// transformers takes model.safetensors when it exists.) See SaveWith.
 func (m *Model) Save(dir string) error { return m.SaveWith(dir, SaveOptions{}) }
 
 // SaveWith is Save with a choice of dtype and shard size. Narrowing to
@@ -72,7 +75,10 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 			return err
 		}
 	}
-	_, err := safetensors.WriteSharded(dir, "model", m.entries(m.snapshot(), "", stDType), opts.MaxShardSize, map[string]string{"format": "pt"})
+	_, err := safetensors.WriteSharded(dir, "model", m.entries(m.snapshot(), "", stDType), safetensors.ShardOptions{
+		MaxShardSize: opts.MaxShardSize, Metadata: map[string]string{"format": "pt"},
+		AlwaysIndex: true, // optimizer.safetensors may sit beside: vLLM would load it as weights without an index
+	})
 	if err != nil {
 		return fmt.Errorf("model: save: %w", err)
 	}

@@ -118,8 +118,8 @@ func TestSaveLoadDTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			files := weightFiles(t, dir)
-			if tc.shard == 0 && !slices.Equal(files, []string{WeightsFile}) {
-				t.Fatalf("%s: files %v, want only %s", what, files, WeightsFile)
+			if tc.shard == 0 && !slices.Equal(files, []string{WeightsFile, WeightsIndexFile}) {
+				t.Fatalf("%s: files %v, want %s and its index", what, files, WeightsFile)
 			}
 			if tc.shard > 0 && (len(files) < 3 || !slices.Contains(files, WeightsIndexFile) || slices.Contains(files, WeightsFile)) {
 				t.Fatalf("%s: files %v, want shards and %s", what, files, WeightsIndexFile)
@@ -194,8 +194,8 @@ func TestSaveReplacesLayout(t *testing.T) {
 	if err := m.Save(dir); err != nil {
 		t.Fatal(err)
 	}
-	if files := weightFiles(t, dir); !slices.Equal(files, []string{WeightsFile}) {
-		t.Fatalf("files %v after a single-file save, want only %s", files, WeightsFile)
+	if files := weightFiles(t, dir); !slices.Equal(files, []string{WeightsFile, WeightsIndexFile}) {
+		t.Fatalf("files %v after a single-file save, want %s and its index", files, WeightsFile)
 	}
 	if err := m.SaveWith(dir, SaveOptions{MaxShardSize: 1000}); err != nil {
 		t.Fatal(err)

@@ -80,8 +80,10 @@
 //     transformers write it) is Config.DType, the weights' dtype.
 //   - model.safetensors, or shards model-00001-of-0000K.safetensors, … with
 //     model.safetensors.index.json ({"metadata": {"total_size": bytes},
-//     "weight_map": {tensor: shard}}); Load takes the single file when it
-//     exists, as transformers does. Tensors have Hugging Face names and
+//     "weight_map": {tensor: shard}}), which Save writes for a single file
+//     too (vLLM loads every *.safetensors file of a directory that has no
+//     index, and optimizer.safetensors may sit beside); Load takes the
+//     single file when it exists, as transformers does. Tensors have Hugging Face names and
 //     shapes (torch.nn.Linear weights [out,in]), each file's metadata is
 //     {"format": "pt"}, and a tied LM head is not stored.
 //   - generation_config.json, when the checkpoint has one: its end tokens

@@ -97,7 +97,7 @@ func writeRandomCheckpoint(t testing.TB, dir string, cfg Config, shard int64) {
 			return b, nil
 		}})
 	}
-	if _, err := safetensors.WriteSharded(dir, "model", entries, shard, map[string]string{"format": "pt"}); err != nil {
+	if _, err := safetensors.WriteSharded(dir, "model", entries, safetensors.ShardOptions{MaxShardSize: shard, Metadata: map[string]string{"format": "pt"}}); err != nil {
 		t.Fatal(err)
 	}
 }

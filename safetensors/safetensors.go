@@ -24,7 +24,7 @@
 // "weight_map": {tensor: shard file}}; shards are cut in the tensors' order
 // before a tensor that would pass the size limit (5 GB by default, as
 // transformers' max_shard_size), and a checkpoint that fits in one shard is a
-// single base.safetensors without index.
+// single base.safetensors, without index unless ShardOptions.AlwaysIndex.
 //
 // F16 converts through github.com/x448/float16 (round to nearest, ties to
 // even, through subnormals; ±Inf and NaN kept); BF16 widens by a shift and

@@ -172,19 +172,33 @@ func shardPattern(base string) *regexp.Regexp {
 	return regexp.MustCompile(`^` + regexp.QuoteMeta(base) + `-\d{5,}-of-\d{5,}\.safetensors$`)
 }
 
+// ShardOptions are WriteSharded's choices.
+type ShardOptions struct {
+	// MaxShardSize is the most data bytes a shard holds before the next
+	// tensor starts a new one; ≤ 0 means DefaultMaxShardSize.
+	MaxShardSize int64
+	// Metadata goes into every file's header; transformers wants
+	// {"format": "pt"}.
+	Metadata map[string]string
+	// AlwaysIndex writes the index for a single file too. vLLM loads every
+	// *.safetensors file of a directory unless an index names the weight
+	// files, so a directory that holds other safetensors files (hacrl's
+	// optimizer.safetensors) needs one.
+	AlwaysIndex bool
+}
+
 // WriteSharded writes the entries into dir the way Hugging Face's
 // save_pretrained does: in the given order, a new shard starts before a
-// tensor that would take the current shard's data past maxShardSize bytes (a
-// tensor larger than the limit gets a shard of its own). One shard is written
-// as base.safetensors; several as base-00001-of-0000K.safetensors, … with the
-// index base.safetensors.index.json ({"metadata": {"total_size": N},
-// "weight_map": {tensor: shard}}), written after every shard. Each file gets
-// the given metadata (transformers wants {"format": "pt"}) and is replaced
-// atomically; files of an earlier save with the same base that the new
-// layout does not use (the index or single file, surplus shards) are removed
-// last. It returns the names of the files written, the index last.
-// maxShardSize ≤ 0 means DefaultMaxShardSize.
-func WriteSharded(dir, base string, entries []Entry, maxShardSize int64, metadata map[string]string) ([]string, error) {
+// tensor that would take the current shard's data past the size limit (a
+// tensor larger than the limit gets a shard of its own). One shard is
+// written as base.safetensors; several as base-00001-of-0000K.safetensors, …
+// with the index base.safetensors.index.json ({"metadata": {"total_size":
+// N}, "weight_map": {tensor: shard}}), written after every shard. Each file
+// is replaced atomically; files of an earlier save with the same base that
+// the new layout does not use (the index or single file, surplus shards) are
+// removed last. It returns the names of the files written, the index last.
+func WriteSharded(dir, base string, entries []Entry, opts ShardOptions) ([]string, error) {
+	maxShardSize, metadata := opts.MaxShardSize, opts.Metadata
 	if maxShardSize <= 0 {
 		maxShardSize = DefaultMaxShardSize
 	}
@@ -209,24 +223,22 @@ func WriteSharded(dir, base string, entries []Entry, maxShardSize int64, metadat
 	}
 	single := base + ".safetensors"
 	indexName := single + IndexSuffix
+	idx := Index{Metadata: map[string]any{"total_size": total}, WeightMap: map[string]string{}}
 	var written []string
-	if len(shards) == 1 {
-		if err := WriteEntries(filepath.Join(dir, single), shards[0], metadata); err != nil {
+	for i, shard := range shards {
+		name := single
+		if len(shards) > 1 {
+			name = fmt.Sprintf("%s-%05d-of-%05d.safetensors", base, i+1, len(shards))
+		}
+		if err := WriteEntries(filepath.Join(dir, name), shard, metadata); err != nil {
 			return nil, err
 		}
-		written = []string{single}
-	} else {
-		idx := Index{Metadata: map[string]any{"total_size": total}, WeightMap: map[string]string{}}
-		for i, shard := range shards {
-			name := fmt.Sprintf("%s-%05d-of-%05d.safetensors", base, i+1, len(shards))
-			if err := WriteEntries(filepath.Join(dir, name), shard, metadata); err != nil {
-				return nil, err
-			}
-			for _, e := range shard {
-				idx.WeightMap[e.Name] = name
-			}
-			written = append(written, name)
+		for _, e := range shard {
+			idx.WeightMap[e.Name] = name
 		}
+		written = append(written, name)
+	}
+	if len(shards) > 1 || opts.AlwaysIndex {
 		data, err := json.MarshalIndent(idx, "", "  ") // sorted keys, as transformers writes it
 		if err != nil {
 			return nil, fmt.Errorf("safetensors: write %s: %w", indexName, err)

@@ -47,7 +47,7 @@ func TestWriteShardedLayout(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			entries, values := testEntries(tc.sizes)
-			files, err := WriteSharded(dir, "model", entries, tc.limit, map[string]string{"format": "pt"})
+			files, err := WriteSharded(dir, "model", entries, ShardOptions{MaxShardSize: tc.limit, Metadata: map[string]string{"format": "pt"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,15 +152,17 @@ func TestWriteShardedRemovesStaleFiles(t *testing.T) {
 	entries, _ := testEntries([]int{2, 2, 2})
 	steps := []struct {
 		limit int64
+		index bool
 		want  []string
 	}{
-		{8, []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "model.safetensors.index.json"}},
-		{0, []string{"model.safetensors"}},
-		{8, []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "model.safetensors.index.json"}},
-		{16, []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"}},
+		{8, false, []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "model.safetensors.index.json"}},
+		{0, false, []string{"model.safetensors"}},
+		{8, false, []string{"model-00001-of-00003.safetensors", "model-00002-of-00003.safetensors", "model-00003-of-00003.safetensors", "model.safetensors.index.json"}},
+		{0, true, []string{"model.safetensors", "model.safetensors.index.json"}},
+		{16, false, []string{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors", "model.safetensors.index.json"}},
 	}
 	for i, st := range steps {
-		if _, err := WriteSharded(dir, "model", entries, st.limit, nil); err != nil {
+		if _, err := WriteSharded(dir, "model", entries, ShardOptions{MaxShardSize: st.limit, AlwaysIndex: st.index}); err != nil {
 			t.Fatal(err)
 		}
 		ents, _ := os.ReadDir(dir)
@@ -172,6 +174,16 @@ func TestWriteShardedRemovesStaleFiles(t *testing.T) {
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Errorf("step %d: files %v, want %v", i, got, want)
+		}
+		if st.index { // the index of a single file names it for every tensor
+			s, err := OpenIndex(filepath.Join(dir, "model.safetensors.index.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(s.Files()) != 1 || filepath.Base(s.Files()[0].Path()) != "model.safetensors" || !slices.Equal(s.Names(), []string{"ta", "tb", "tc"}) {
+				t.Errorf("step %d: index of one file opens %d files with %v", i, len(s.Files()), s.Names())
+			}
+			s.Close()
 		}
 	}
 }
@@ -217,7 +229,7 @@ func TestOpenIndexErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			entries, _ := testEntries([]int{2, 2})
-			if _, err := WriteSharded(dir, "model", entries, 8, nil); err != nil {
+			if _, err := WriteSharded(dir, "model", entries, ShardOptions{MaxShardSize: 8}); err != nil {
 				t.Fatal(err)
 			}
 			tc.setup(t, dir)

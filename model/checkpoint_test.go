@@ -157,16 +157,20 @@ func TestSaveLoadDTypes(t *testing.T) {
 			}
 			sameBits(t, what, want, loaded)
 			probe := []Sequence{{Prompt: randomTokens(rng, 4, 16), Response: randomTokens(rng, 7, 16)}}
-			a, err := want.Score(ctx, probe, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := loaded.Score(ctx, probe, false)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(a.LogProbs[0], b.LogProbs[0]) {
-				t.Errorf("%s: log-probs %v, want those of the rounded original %v", what, b.LogProbs[0], a.LogProbs[0])
+			for _, engine := range []Engine{EngineNative, EngineGraph} {
+				want.SetEngine(engine)
+				loaded.SetEngine(engine)
+				a, err := want.Score(ctx, probe, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b, err := loaded.Score(ctx, probe, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !slices.Equal(a.LogProbs[0], b.LogProbs[0]) {
+					t.Errorf("%s, %s engine: log-probs %v, want those of the rounded original %v", what, engine, b.LogProbs[0], a.LogProbs[0])
+				}
 			}
 
 			again := t.TempDir()

@@ -43,7 +43,8 @@ type SaveOptions struct {
 // if needed: config.json, the weights in the model's Config.DType (so a
 // bfloat16 checkpoint is saved as bfloat16) as model.safetensors or, above 5
 // GB, as shards, with model.safetensors.index.json in both cases, and
-// generation_config.json when the model was loaded with one. (The index of
+// generation_config.json when the model was loaded with one (an earlier
+// one in dir is removed otherwise). (The index of
 // a single file is there for vLLM, which would otherwise load every
 // *.safetensors file of the directory, optimizer.safetensors included;
 // transformers takes model.safetensors when it exists.) See SaveWith.
@@ -70,10 +71,13 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 	if err := cfg.WriteJSON(filepath.Join(dir, ConfigFile)); err != nil {
 		return err
 	}
+	genPath := filepath.Join(dir, GenerationConfigFile)
 	if m.gen != nil {
-		if err := m.gen.WriteJSON(filepath.Join(dir, GenerationConfigFile)); err != nil {
+		if err := m.gen.WriteJSON(genPath); err != nil {
 			return err
 		}
+	} else if err := os.Remove(genPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("model: save: %w", err) // another model's end tokens must not stay
 	}
 	_, err := safetensors.WriteSharded(dir, "model", m.entries(m.snapshot(), "", stDType), safetensors.ShardOptions{
 		MaxShardSize: opts.MaxShardSize, Metadata: map[string]string{"format": "pt"},

@@ -255,6 +255,20 @@ func TestShardedLoadErrors(t *testing.T) {
 			shard := rewrite(t, dir, func(ts map[string]safetensors.Tensor) { delete(ts, victim) })
 			return []string{shard, victim, "not in it"}
 		}},
+		{"tensor in neither index nor shards", func(t *testing.T, dir string) []string {
+			rewrite(t, dir, func(ts map[string]safetensors.Tensor) { delete(ts, victim) })
+			index := filepath.Join(dir, WeightsIndexFile)
+			idx, err := safetensors.ReadIndex(index)
+			if err != nil {
+				t.Fatal(err)
+			}
+			delete(idx.WeightMap, victim)
+			data, _ := json.Marshal(idx)
+			if err := os.WriteFile(index, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return []string{WeightsIndexFile, victim, "missing"}
+		}},
 		{"shard tensor not in the index", func(t *testing.T, dir string) []string {
 			shard := rewrite(t, dir, func(ts map[string]safetensors.Tensor) { ts["extra.weight"] = ts[victim] })
 			return []string{shard, "extra.weight", "not mapped"}

@@ -132,6 +132,13 @@ func TestGenerationConfigTravelsWithModel(t *testing.T) {
 	if !strings.Contains(string(data), `"transformers_version": "4.51.0"`) {
 		t.Errorf("saved generation config %s lost transformers_version", data)
 	}
+	// A model without one saved over that directory leaves none behind.
+	if err := m.Save(out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, GenerationConfigFile)); !os.IsNotExist(err) {
+		t.Errorf("a stale generation config stayed (%v)", err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, GenerationConfigFile), []byte(`{"eos_token_id": "x"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -102,9 +102,9 @@ func (f *File) Tensor(name string) (Tensor, error) {
 // row-major order: fn receives consecutive chunks, each with the index of its
 // first element, and may not keep the chunk after it returns (the buffer is
 // reused). F16 and BF16 widen exactly; F64 rounds to nearest (a value beyond
-// the float32 range becomes infinite). Only one buffer of about 1 MiB is
-// used, whatever the tensor's size. An error from fn stops the read and
-// is returned as is.
+// the float32 range becomes infinite). It reads through buffers of about
+// 1.5 MiB in all, whatever the tensor's size, reused from call to call. An
+// error from fn stops the read and is returned as is.
 func (f *File) Float32Chunks(name string, fn func(first int, chunk []float32) error) error {
 	info, ok := f.infos[name]
 	if !ok {

@@ -43,6 +43,12 @@ type Config struct {
 	// RopeScaling rescales the rotary frequencies (llama: HF rope_scaling);
 	// nil means none.
 	RopeScaling *RopeScaling
+
+	// DType is the dtype of the checkpoint's weights (config.json's
+	// torch_dtype, or dtype in newer transformers): "float32" (the default),
+	// "bfloat16" or "float16". The model computes in float32 whatever it is;
+	// Save writes the weights in it.
+	DType string
 }
 
 // RopeScaling is a rotary frequency scaling, Hugging Face's rope_scaling.
@@ -63,6 +69,9 @@ type RopeScaling struct {
 // ModelType "qwen3", a HeadSize equal to Dim/Heads spelled 0, and its own
 // copy of RopeScaling: equal models have deeply equal normalized configs.
 func (c Config) Normalized() Config {
+	if c.DType == "" {
+		c.DType = "float32"
+	}
 	switch c.Family {
 	case "gpt":
 		if c.ModelType == "" {
@@ -199,6 +208,9 @@ func (c Config) Validate() error {
 	if c.EOS < -1 || c.EOS >= c.Vocab {
 		return bad("EOS", "%d, want −1 or a token id below Vocab (%d)", c.EOS, c.Vocab)
 	}
+	if _, ok := weightDTypes[c.DType]; !ok {
+		return bad("DType", "%q, want \"float32\", \"bfloat16\" or \"float16\"", c.DType)
+	}
 	return nil
 }
 
@@ -271,6 +283,25 @@ type hfConfig struct {
 
 	BOS *int `json:"bos_token_id,omitempty"`
 	EOS any  `json:"eos_token_id,omitempty"` // an int, or a list of ints in some HF configs
+
+	TorchDType string `json:"torch_dtype,omitempty"`
+	DType      string `json:"dtype,omitempty"` // transformers ≥ 4.56 writes this instead of torch_dtype
+}
+
+// weightDTypes maps Config.DType values to safetensors dtypes.
+var weightDTypes = map[string]string{"float32": "F32", "bfloat16": "BF16", "float16": "F16"}
+
+// parseDType returns Config.DType for config.json's dtype and torch_dtype
+// fields ("" when both are absent); dtype wins when both are given.
+func parseDType(dtype, torchDType string) (string, error) {
+	field, v := "dtype", dtype
+	if v == "" {
+		field, v = "torch_dtype", torchDType
+	}
+	if _, ok := weightDTypes[v]; v != "" && !ok {
+		return "", fmt.Errorf("field %q: %q, want \"float32\", \"bfloat16\" or \"float16\"", field, v)
+	}
+	return v, nil
 }
 
 // hfRope is a rope_scaling (or rope_parameters) object.
@@ -340,6 +371,11 @@ func parseConfig(data []byte) (Config, error) {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("field \"eos_token_id\": %v is not a token id", h.EOS))
+	}
+	if dt, err := parseDType(h.DType, h.TorchDType); err != nil {
+		errs = append(errs, err)
+	} else {
+		c.DType = dt
 	}
 	switch h.ModelType {
 	case "gpt2":
@@ -512,7 +548,7 @@ func (c Config) marshalHF() ([]byte, error) {
 	ip := func(v int) *int { return &v }
 	fp := func(v float64) *float64 { return &v }
 	bp := func(v bool) *bool { return &v }
-	h := hfConfig{ModelType: c.ModelType, VocabSize: ip(c.Vocab), TieWordEmbedding: bp(c.TieEmbeddings)}
+	h := hfConfig{ModelType: c.ModelType, VocabSize: ip(c.Vocab), TieWordEmbedding: bp(c.TieEmbeddings), TorchDType: c.DType}
 	if c.BOS >= 0 {
 		h.BOS = ip(c.BOS)
 	}

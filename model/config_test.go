@@ -46,10 +46,10 @@ func TestReadRealConfigs(t *testing.T) {
 	}{
 		{"Qwen3-0.6B", qwen3Config, Config{Family: "llama", ModelType: "qwen3", Vocab: 151936, Dim: 1024, Layers: 28,
 			Heads: 16, KVHeads: 8, Hidden: 3072, MaxSeq: 40960, Activation: "silu", NormEps: 1e-6, RopeTheta: 1e6,
-			TieEmbeddings: true, BOS: 151643, EOS: 151645, HeadSize: 128, QKNorm: true}, 596049920},
+			TieEmbeddings: true, BOS: 151643, EOS: 151645, HeadSize: 128, QKNorm: true, DType: "bfloat16"}, 596049920},
 		{"Llama-3.2-1B", llama32Config, Config{Family: "llama", ModelType: "llama", Vocab: 128256, Dim: 2048, Layers: 16,
 			Heads: 32, KVHeads: 8, Hidden: 8192, MaxSeq: 131072, Activation: "silu", NormEps: 1e-5, RopeTheta: 5e5,
-			TieEmbeddings: true, BOS: 128000, EOS: 128001,
+			TieEmbeddings: true, BOS: 128000, EOS: 128001, DType: "bfloat16",
 			RopeScaling: &RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}}, 1235814400},
 	}
 	for _, tt := range tests {

@@ -39,6 +39,8 @@ type Model struct {
 
 	engine Engine // set by SetEngine
 
+	gen *GenerationConfig // the checkpoint's generation_config.json, if it had one
+
 	decMu  sync.Mutex
 	dec    *decoder  // the native decoder of the latest parameters, built on demand
 	arenas arenaPool // buffers of native passes, kept between them
@@ -92,7 +94,7 @@ func (m *Model) NumParams() int64 {
 // engine, for instance the frozen reference model of a KL penalty.
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
-	c.engine = m.engine
+	c.engine, c.gen = m.engine, m.gen
 	for i, p := range m.snapshot() {
 		t, err := p.LocalClone()
 		if err != nil {

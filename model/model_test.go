@@ -166,7 +166,7 @@ func TestReadHFConfig(t *testing.T) {
 	}
 	want := Config{Family: "llama", ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14, KVHeads: 2,
 		Hidden: 4864, MaxSeq: 32768, Activation: "silu", NormEps: 1e-6, RopeTheta: 1e6, TieEmbeddings: true,
-		AttentionBias: true, BOS: 151643, EOS: 151645}
+		AttentionBias: true, BOS: 151643, EOS: 151645, DType: "bfloat16"}
 	if got != want {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}

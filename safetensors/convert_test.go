@@ -235,3 +235,44 @@ func TestNumElements(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundingBoundaries checks every rounding boundary of both narrowings:
+// for each pair of adjacent finite values a < b of the narrow format, their
+// midpoint (exact in float32) must go to the one with an even significand,
+// and the float32 values just below and above it to a and b. Negative
+// values mirror positive ones.
+func TestRoundingBoundaries(t *testing.T) {
+	tests := []struct {
+		name   string
+		maxPos uint16 // bits of the largest finite positive value
+		widen  func(uint16) float32
+		narrow func(float32) uint16
+	}{
+		{"F16", 0x7bff, Float16ToFloat32, Float32ToFloat16},
+		{"BF16", 0x7f7f, BFloat16ToFloat32, Float32ToBFloat16},
+	}
+	for _, tc := range tests {
+		for a := uint16(0); a < tc.maxPos; a++ {
+			b := a + 1
+			lo, hi := float64(tc.widen(a)), float64(tc.widen(b))
+			mid := float32((lo + hi) / 2)
+			if float64(mid) != (lo+hi)/2 {
+				t.Fatalf("%s: midpoint of %#04x and %#04x is not exact in float32", tc.name, a, b)
+			}
+			even := a
+			if a&1 == 1 {
+				even = b
+			}
+			below := math.Nextafter32(mid, float32(math.Inf(-1)))
+			above := math.Nextafter32(mid, float32(math.Inf(1)))
+			for _, c := range []struct {
+				in   float32
+				want uint16
+			}{{mid, even}, {below, a}, {above, b}, {-mid, even | 0x8000}, {-below, a | 0x8000}, {-above, b | 0x8000}} {
+				if got := tc.narrow(c.in); got != c.want {
+					t.Fatalf("%s: narrow(%g) = %#04x, want %#04x (between %#04x and %#04x)", tc.name, c.in, got, c.want, a, b)
+				}
+			}
+		}
+	}
+}

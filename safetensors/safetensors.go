@@ -11,6 +11,25 @@
 // completely before it reads any tensor data; every problem it finds is
 // reported as an error that wraps ErrInvalid and names the file and the tensor
 // or field at fault.
+//
+// Open reads and checks a file's header only; its tensors are then read one
+// at a time (File.Tensor, or File.Float32Chunks, which streams F32, F16, BF16
+// and F64 as float32 through one small buffer), so loading a checkpoint needs
+// little more memory than its float32 result. WriteEntries writes tensors
+// whose bytes are produced one at a time as the writer reaches them.
+//
+// A checkpoint too large for one file is sharded as Hugging Face does
+// (WriteSharded, OpenIndex): base-00001-of-0000K.safetensors, … and the index
+// base.safetensors.index.json, {"metadata": {"total_size": bytes},
+// "weight_map": {tensor: shard file}}; shards are cut in the tensors' order
+// before a tensor that would pass the size limit (5 GB by default, as
+// transformers' max_shard_size), and a checkpoint that fits in one shard is a
+// single base.safetensors, without index unless ShardOptions.AlwaysIndex.
+//
+// F16 converts through github.com/x448/float16 (round to nearest, ties to
+// even, through subnormals; ±Inf and NaN kept); BF16 widens by a shift and
+// narrows with round to nearest, ties to even, as PyTorch's
+// .to(torch.bfloat16) does.
 package safetensors
 
 import (
@@ -20,9 +39,9 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hacrl/hacrl/internal/atomicfile"
 )
@@ -118,7 +137,34 @@ type tensorInfo struct {
 // laid out in sorted name order. The file is written atomically: to a temporary
 // file in the same directory, synced, then renamed over path.
 func Write(path string, tensors map[string]Tensor, metadata map[string]string) error {
-	header, err := encodeHeader(tensors, metadata)
+	entries := make([]Entry, 0, len(tensors))
+	for name, t := range tensors {
+		if err := t.Validate(); err != nil {
+			return fmt.Errorf("safetensors: write %s: tensor %q: %w", path, name, err)
+		}
+		entries = append(entries, Entry{Name: name, DType: t.DType, Shape: t.Shape, Data: func() ([]byte, error) { return t.Data, nil }})
+	}
+	return WriteEntries(path, entries, metadata)
+}
+
+// Entry is one tensor to write with WriteEntries: its name, dtype and shape,
+// and a function that returns its little-endian bytes when the writer
+// reaches it, so that only one tensor's bytes need exist at a time.
+type Entry struct {
+	Name  string
+	DType string
+	Shape []int
+	Data  func() ([]byte, error)
+}
+
+// WriteEntries stores the entries and the optional metadata at path, as
+// Write does (sorted name order, atomic replacement), calling each entry's
+// Data once, in that order. Data must return exactly the bytes the entry's
+// dtype and shape need.
+func WriteEntries(path string, entries []Entry, metadata map[string]string) error {
+	entries = slices.Clone(entries)
+	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
+	header, err := encodeHeader(entries, metadata)
 	if err != nil {
 		return fmt.Errorf("safetensors: write %s: %w", path, err)
 	}
@@ -131,21 +177,29 @@ func Write(path string, tensors map[string]Tensor, metadata map[string]string) e
 		if _, err := w.Write(header); err != nil {
 			return err
 		}
-		for _, name := range sortedNames(tensors) {
-			if _, err := w.Write(tensors[name].Data); err != nil {
+		for _, e := range entries {
+			data, err := e.Data()
+			if err != nil {
+				return fmt.Errorf("tensor %q: %w", e.Name, err)
+			}
+			if want, _ := byteSize(e.DType, e.Shape); len(data) != want {
+				return fmt.Errorf("tensor %q: %w: data has %d bytes, want %d for %s %v", e.Name, ErrInvalid, len(data), want, e.DType, e.Shape)
+			}
+			if _, err := w.Write(data); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("safetensors: %w", err)
+		return fmt.Errorf("safetensors: write %s: %w", path, err)
 	}
 	return nil
 }
 
-// encodeHeader validates the tensors and returns the space-padded JSON header.
-func encodeHeader(tensors map[string]Tensor, metadata map[string]string) ([]byte, error) {
+// encodeHeader checks the entries (sorted by name) and returns the
+// space-padded JSON header.
+func encodeHeader(entries []Entry, metadata map[string]string) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteByte('{')
 	if len(metadata) > 0 {
@@ -157,27 +211,30 @@ func encodeHeader(tensors map[string]Tensor, metadata map[string]string) ([]byte
 		buf.Write(m)
 	}
 	var offset uint64
-	for i, name := range sortedNames(tensors) {
-		t := tensors[name]
-		if name == metadataKey {
-			return nil, fmt.Errorf("%w: tensor name %q is reserved for metadata", ErrInvalid, name)
+	for i, e := range entries {
+		if e.Name == metadataKey {
+			return nil, fmt.Errorf("%w: tensor name %q is reserved for metadata", ErrInvalid, e.Name)
 		}
-		if err := t.Validate(); err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", name, err)
+		if i > 0 && entries[i-1].Name == e.Name {
+			return nil, fmt.Errorf("%w: duplicate tensor %q", ErrInvalid, e.Name)
 		}
-		shape := t.Shape
+		size, err := byteSize(e.DType, e.Shape)
+		if err != nil {
+			return nil, fmt.Errorf("tensor %q: %w: %v", e.Name, ErrInvalid, err)
+		}
+		shape := e.Shape
 		if shape == nil {
 			shape = []int{} // a scalar's shape is [], never null
 		}
-		end := offset + uint64(len(t.Data))
-		entry, err := marshal(tensorInfo{DType: t.DType, Shape: shape, DataOffsets: [2]uint64{offset, end}})
+		end := offset + uint64(size)
+		entry, err := marshal(tensorInfo{DType: e.DType, Shape: shape, DataOffsets: [2]uint64{offset, end}})
 		if err != nil {
-			return nil, fmt.Errorf("tensor %q: %w", name, err)
+			return nil, fmt.Errorf("tensor %q: %w", e.Name, err)
 		}
 		if i > 0 || len(metadata) > 0 {
 			buf.WriteByte(',')
 		}
-		key, _ := marshal(name)
+		key, _ := marshal(e.Name)
 		buf.Write(key)
 		buf.WriteByte(':')
 		buf.Write(entry)
@@ -204,30 +261,24 @@ func marshal(v any) ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
-func sortedNames(tensors map[string]Tensor) []string {
-	names := make([]string, 0, len(tensors))
-	for name := range tensors {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // Read loads every tensor and the metadata of the file at path. The metadata
 // map is empty, not nil, when the file has none. Each tensor gets its own Data
-// slice.
+// slice. To read a large file tensor by tensor, use Open.
 func Read(path string) (map[string]Tensor, map[string]string, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("safetensors: %w", err)
+		return nil, nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("safetensors: %w", err)
+	tensors := make(map[string]Tensor, len(f.names))
+	for _, name := range f.names {
+		t, err := f.Tensor(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		tensors[name] = t
 	}
-	r := reader{f: f, path: path, size: st.Size()}
-	return r.read()
+	return tensors, f.metadata, nil
 }
 
 type reader struct {
@@ -241,43 +292,36 @@ func (r *reader) errorf(format string, args ...any) error {
 	return fmt.Errorf("safetensors: %s: %w: %s", r.path, ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-func (r *reader) read() (map[string]Tensor, map[string]string, error) {
+// header reads and validates the header: the tensors' entries, their sorted
+// names, the metadata and the offset of the data section in the file.
+func (r *reader) header() (map[string]tensorInfo, []string, map[string]string, int64, error) {
 	if r.size < 8 {
-		return nil, nil, r.errorf("truncated file: %d bytes, want at least the 8-byte header length", r.size)
+		return nil, nil, nil, 0, r.errorf("truncated file: %d bytes, want at least the 8-byte header length", r.size)
 	}
 	var prefix [8]byte
 	if _, err := r.f.ReadAt(prefix[:], 0); err != nil {
-		return nil, nil, fmt.Errorf("safetensors: %s: %w", r.path, err)
+		return nil, nil, nil, 0, fmt.Errorf("safetensors: %s: %w", r.path, err)
 	}
 	n := getUint64(prefix[:])
 	if n > MaxHeaderSize {
-		return nil, nil, r.errorf("header length %d exceeds the %d-byte limit", n, MaxHeaderSize)
+		return nil, nil, nil, 0, r.errorf("header length %d exceeds the %d-byte limit", n, MaxHeaderSize)
 	}
 	if n > uint64(r.size-8) {
-		return nil, nil, r.errorf("header length %d goes beyond the end of the %d-byte file", n, r.size)
+		return nil, nil, nil, 0, r.errorf("header length %d goes beyond the end of the %d-byte file", n, r.size)
 	}
 	header := make([]byte, n)
 	if _, err := r.f.ReadAt(header, 8); err != nil {
-		return nil, nil, fmt.Errorf("safetensors: %s: %w", r.path, err)
+		return nil, nil, nil, 0, fmt.Errorf("safetensors: %s: %w", r.path, err)
 	}
 	dataStart := 8 + int64(n)
 	infos, names, metadata, err := r.parseHeader(header)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	if err := r.checkLayout(infos, names, uint64(r.size-dataStart)); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, 0, err
 	}
-	tensors := make(map[string]Tensor, len(infos))
-	for _, name := range names {
-		info := infos[name]
-		data := make([]byte, info.DataOffsets[1]-info.DataOffsets[0])
-		if _, err := r.f.ReadAt(data, dataStart+int64(info.DataOffsets[0])); err != nil {
-			return nil, nil, fmt.Errorf("safetensors: %s: tensor %q: %w", r.path, name, err)
-		}
-		tensors[name] = Tensor{DType: info.DType, Shape: info.Shape, Data: data}
-	}
-	return tensors, metadata, nil
+	return infos, names, metadata, dataStart, nil
 }
 
 // parseHeader decodes the JSON header, rejecting duplicate names, missing

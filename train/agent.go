@@ -245,11 +245,11 @@ func newModelConfig(m *config.NewModel, tok tokenizer.Tokenizer) model.Config {
 
 // saveAgent writes the agent's model, tokenizer and optimizer state into dir
 // (which the caller renames into place).
-func saveAgent(a *Agent, dir string) error {
+func saveAgent(a *Agent, dir string, exact bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := a.Model.Save(dir); err != nil {
+	if err := a.Model.SaveWith(dir, model.SaveOptions{Exact: exact}); err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
 	if err := a.Tok.Save(filepath.Join(dir, "tokenizer.json")); err != nil {

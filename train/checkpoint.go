@@ -108,7 +108,7 @@ func (r *Run) checkpoint(step int) error {
 	dst := checkpointDir(r.cfg.Out, step)
 	err := writeDirAtomic(dst, func(tmp string) error {
 		for _, a := range r.agents {
-			if err := saveAgent(a, filepath.Join(tmp, "agents", a.Name)); err != nil {
+			if err := saveAgent(a, filepath.Join(tmp, "agents", a.Name), true); err != nil {
 				return err
 			}
 		}

@@ -238,7 +238,7 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 	}
 	res.Steps = cfg.Steps
 	if err := writeDirAtomic(cfg.Out, func(tmp string) error {
-		if err := saveAgent(a, tmp); err != nil {
+		if err := saveAgent(a, tmp, false); err != nil {
 			return err
 		}
 		return writeJSON(filepath.Join(tmp, "sft.json"), map[string]any{

@@ -138,6 +138,7 @@ type Message struct {
 // date_string variable is given). It is safe for concurrent use.
 type ChatTemplate struct {
 	source   string // where the template came from, for errors
+	config   []byte // the tokenizer_config.json it came from (LoadChatTemplate)
 	bos, eos string
 	mu       sync.Mutex
 	tpl      *exec.Template
@@ -191,11 +192,19 @@ func LoadChatTemplate(path string) (*ChatTemplate, *TokenizerConfig, error) {
 		return nil, c, fmt.Errorf("tokenizer: %s: no chat_template", path)
 	}
 	t, err := NewChatTemplate(path, c.ChatTemplate, c.BOS, c.EOS)
-	return t, c, err
+	if err != nil {
+		return nil, c, err
+	}
+	t.config = c.Raw
+	return t, c, nil
 }
 
 // Source is where the template came from.
 func (c *ChatTemplate) Source() string { return c.source }
+
+// Config returns the bytes of the tokenizer_config.json the template was
+// loaded from (nil for NewChatTemplate), to save beside a checkpoint.
+func (c *ChatTemplate) Config() []byte { return c.config }
 
 // reserved are the template variables Render sets itself.
 var reserved = []string{"messages", "add_generation_prompt", "bos_token", "eos_token", "raise_exception"}

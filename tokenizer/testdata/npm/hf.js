@@ -3,9 +3,13 @@
 //
 // Usage: node hf.js request.json
 // request.json: {"encode": [{"dir": "models dir", "texts": ["..."]}],
-//                "render": [{"config": "tokenizer_config.json", "contexts": [{...}]}]}
+//                "render": [{"config": "tokenizer_config.json", "contexts": [{...}]}],
+//                "apply": [{"dir": "models dir", "contexts": [{...}]}]}
 // stdout:       {"encode": [{"ids": [[...]], "decoded": ["..."]}],
-//                "render": [{"outputs": ["..." or null], "errors": [null or "..."]}]}
+//                "render": [{"outputs": ["..." or null], "errors": [null or "..."]}],
+//                "apply": [{"texts": ["..."], "ids": [[...]]}]}
+// "apply" is apply_chat_template(tokenize=True): render, then encode without
+// adding special tokens.
 // Encoding adds no special tokens; decoding skips special tokens. A render
 // context gets bos_token and eos_token from the config, as
 // apply_chat_template passes them.
@@ -18,11 +22,14 @@ const { Template } = require("@huggingface/jinja");
 const readJSON = (p) => JSON.parse(fs.readFileSync(p, "utf8"));
 const request = readJSON(process.argv[2]);
 
-const encode = (request.encode || []).map((c) => {
-  const tok = TokenizerLoader.fromPreTrained({
-    tokenizerJSON: readJSON(path.join(c.dir, "tokenizer.json")),
-    tokenizerConfig: readJSON(path.join(c.dir, "tokenizer_config.json")),
+const loadTokenizer = (dir) =>
+  TokenizerLoader.fromPreTrained({
+    tokenizerJSON: readJSON(path.join(dir, "tokenizer.json")),
+    tokenizerConfig: readJSON(path.join(dir, "tokenizer_config.json")),
   });
+
+const encode = (request.encode || []).map((c) => {
+  const tok = loadTokenizer(c.dir);
   const ids = c.texts.map((text) => Array.from(tok.encode(text, { add_special_tokens: false })));
   // hacrl decodes losslessly: no clean-up of spaces before punctuation, which
   // Llama 3's tokenizer_config.json asks for (clean_up_tokenization_spaces).
@@ -32,21 +39,27 @@ const encode = (request.encode || []).map((c) => {
 
 const special = (v) => (v && typeof v === "object" ? v.content : v);
 
-const render = (request.render || []).map((c) => {
-  const cfg = readJSON(c.config);
+const chatTemplate = (cfg) => {
   let source = cfg.chat_template;
   if (Array.isArray(source)) source = source.find((t) => t.name === "default").template;
   const tpl = new Template(source);
+  return (ctx) => {
+    const full = { ...ctx };
+    for (const name of ["bos_token", "eos_token"]) {
+      const v = special(cfg[name]);
+      if (v !== undefined && v !== null) full[name] = v;
+    }
+    return tpl.render(full);
+  };
+};
+
+const render = (request.render || []).map((c) => {
+  const apply = chatTemplate(readJSON(c.config));
   const outputs = [];
   const errors = [];
   for (const ctx of c.contexts) {
     try {
-      const full = { ...ctx };
-      for (const name of ["bos_token", "eos_token"]) {
-        const v = special(cfg[name]);
-        if (v !== undefined && v !== null) full[name] = v;
-      }
-      outputs.push(tpl.render(full));
+      outputs.push(apply(ctx));
       errors.push(null);
     } catch (e) {
       outputs.push(null);
@@ -56,4 +69,12 @@ const render = (request.render || []).map((c) => {
   return { outputs, errors };
 });
 
-process.stdout.write(JSON.stringify({ encode, render }));
+const apply = (request.apply || []).map((c) => {
+  const tok = loadTokenizer(c.dir);
+  const renderOne = chatTemplate(readJSON(path.join(c.dir, "tokenizer_config.json")));
+  const texts = c.contexts.map(renderOne);
+  const ids = texts.map((text) => Array.from(tok.encode(text, { add_special_tokens: false })));
+  return { texts, ids };
+});
+
+process.stdout.write(JSON.stringify({ encode, render, apply }));

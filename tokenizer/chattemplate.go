@@ -133,7 +133,7 @@ type Message struct {
 
 // ChatTemplate is a compiled Hugging Face Jinja chat template. It renders as
 // transformers' apply_chat_template does (trim_blocks and lstrip_blocks on,
-// raise_exception available; no strftime_now, so that a prompt does not
+// raise_exception available, tojson as transformers writes JSON; no strftime_now, so that a prompt does not
 // depend on the day: such templates fall back to their fixed date unless a
 // date_string variable is given). It is safe for concurrent use.
 type ChatTemplate struct {
@@ -147,18 +147,24 @@ type ChatTemplate struct {
 // errRaised marks an error raised by the template itself.
 var errRaised = errors.New("raise_exception")
 
-// chatEnvironment is gonja's default environment plus raise_exception.
+// chatEnvironment is gonja's default environment plus raise_exception, with
+// transformers' tojson (filterToJSON) in place of gonja's and lstrip/rstrip
+// that work without an argument (chatMethods).
 var chatEnvironment = func() *exec.Environment {
 	ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	ctx.Set("raise_exception", func(msg string) (string, error) {
 		return "", fmt.Errorf("%w: %s", errRaised, msg)
 	})
+	filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
+	if err := filters.Replace("tojson", filterToJSON); err != nil {
+		panic(err)
+	}
 	return &exec.Environment{
 		Context:           ctx,
-		Filters:           builtins.Filters,
+		Filters:           filters,
 		Tests:             builtins.Tests,
 		ControlStructures: builtins.ControlStructures,
-		Methods:           builtins.Methods,
+		Methods:           chatMethods(),
 	}
 }()
 

@@ -100,3 +100,26 @@ func TestTemplateValidateHF(t *testing.T) {
 		t.Errorf("PromptErr without LoadChat: %v", err)
 	}
 }
+
+// Where Python's Jinja (transformers) and @huggingface/jinja differ, the
+// renderer follows Python.
+func TestPythonSemantics(t *testing.T) {
+	for _, tc := range []struct{ tmpl, want string }{
+		{`{{ 'a. .'.rstrip('. ') }}|{{ '..b'.lstrip('.') }}|{{ ' c '.strip() }}|{{ ' d \n'.rstrip() }}|{{ '\t e '.lstrip() }}`, "a|b|c| d|e "},
+		{`{{ 'x \n'.rstrip('\n') }}|{{ '\n\n y'.lstrip('\n') }}|{{ '\n z \n'.strip('\n') }}|`, "x | y| z |"}, // Qwen3's reasoning_content
+		{`{{ messages[0].content.endswith('?') }}`, "True"},
+		{`{{ 'é😀'|length }}`, "2"},
+		{`{{ {'b': 1, 'a': [1.0, 'x<é>', none, false]} | tojson }}`, `{"b": 1, "a": [1.0, "x<é>", null, false]}`}, // insertion order, as in Python
+		{`{{ messages | tojson(indent=2) }}`, "[\n  {\n    \"content\": \"hi?\",\n    \"role\": \"user\"\n  }\n]"},
+		{`{{ 'a\nb"' | tojson }}`, `"a\nb\""`},
+	} {
+		chat, err := NewChatTemplate("test", tc.tmpl, "", "")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tmpl, err)
+		}
+		got, err := chat.Render([]Message{{"user", "hi?"}}, false, nil)
+		if err != nil || got != tc.want {
+			t.Errorf("%s = %q, %v; want %q", tc.tmpl, got, err, tc.want)
+		}
+	}
+}

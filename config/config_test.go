@@ -138,6 +138,9 @@ func TestExplicitValues(t *testing.T) {
 		{"negative max_grad_norm", "lr: 0.001}", "lr: 0.001, max_grad_norm: -1}", "agents[0].optimizer.max_grad_norm (line 13): must be >= 0 (0 = no clipping), got -1"},
 		{"empty schedule", "schedule: cosine", `schedule: ""`, "agents[1].optimizer.schedule (line 18): must not be empty; leave the key out for the default (constant)"},
 		{"empty template kind", "kind: chat", `kind: ""`, "agents[1].template.kind (line 17): must not be empty; leave the key out for the default (plain for a new model"},
+		{"unknown template kind", "kind: chat", "kind: jinja", `agents[1].template.kind (line 17): must be plain, chat or hf, got "jinja"`},
+		{"vars without hf", "kind: chat", "kind: chat, vars: {enable_thinking: false}", "agents[1].template.vars (line 17): applies to kind hf only, not chat"},
+		{"reserved var", "kind: chat", "kind: hf, vars: {add_generation_prompt: false}", "agents[1].template.vars.add_generation_prompt (line 17): is set by the template renderer"},
 		{"empty method name", "name: hacpo", `name: ""`, "method.name (line 6): must not be empty; leave the key out for the default (hacpo)"},
 		{"zero kv_heads", "max_seq: 64}\n    tokenizer", "max_seq: 64, kv_heads: 0}\n    tokenizer", "agents[0].model.kv_heads (line 11): must not be 0; leave the key out for the default (heads)"},
 		{"zero micro_batch", "micro_batch: 16", "micro_batch: 0", "batch.micro_batch (line 8): must not be 0; leave the key out for the default (mini_batch)"},
@@ -381,5 +384,28 @@ func checkTags(t *testing.T, v reflect.Value) {
 			}
 			checkTags(t, v.Field(i))
 		}
+	}
+}
+
+// An hf template's vars parse as YAML values and survive Marshal.
+func TestTemplateVars(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(valid, "kind: chat", "kind: hf, vars: {enable_thinking: false, date_string: 26 Jul 2024}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm := c.Agents[1].Template
+	if tm.Kind != "hf" || tm.Vars["enable_thinking"] != false || tm.Vars["date_string"] != "26 Jul 2024" {
+		t.Fatalf("template = %+v", tm)
+	}
+	data, err := Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if !reflect.DeepEqual(back.Agents[1].Template, tm) {
+		t.Errorf("round trip: %+v, want %+v", back.Agents[1].Template, tm)
 	}
 }

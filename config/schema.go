@@ -116,6 +116,10 @@ func encodeValue(v reflect.Value, f reflect.StructField) (n *yaml.Node, ok bool)
 			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: yamlName(ft)}, c)
 		}
 		return m, len(m.Content) > 0
+	case reflect.Map:
+		if v.Len() == 0 {
+			return nil, false
+		}
 	case reflect.Slice:
 		if v.Len() == 0 {
 			return nil, false

@@ -171,9 +171,7 @@ func (s *SFT) validate(lines map[string]int) error {
 		bad("examples", "required for a generated task (how many distinct training problems)")
 	}
 	validateOptimizer("optimizer", s.Optimizer, bad)
-	if s.Template.Kind != "plain" && s.Template.Kind != "chat" {
-		bad("template.kind", "must be plain or chat, got %q", s.Template.Kind)
-	}
+	validateTemplate("template", s.Template, true, bad)
 	if s.Model != nil {
 		validateModel("model", s.Model, bad)
 	}

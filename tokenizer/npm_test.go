@@ -2,66 +2,23 @@ package tokenizer
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
-	"time"
+
+	"github.com/hacrl/hacrl/internal/npmtest"
 )
 
 // The independent-implementation check: tokenizer.json files written here
-// must encode and decode the same in tokenizers.js (@huggingface/tokenizers,
-// pinned in testdata/npm/package-lock.json). The test installs it with
-// `npm ci` into testdata/npm/node_modules (git-ignored) on first use and
-// reuses that install afterwards. It needs node and npm and, for the first
-// install, the npm registry; without them it fails. On an offline developer
-// machine set HACRL_SKIP_NPM=1 to skip it.
-
-const npmPackage = "@huggingface/tokenizers"
+// must encode and decode the same in tokenizers.js (@huggingface/tokenizers),
+// installed by package npmtest from testdata/npm/package-lock.json.
 
 func npmDir(t *testing.T) string {
 	t.Helper()
-	if os.Getenv("HACRL_SKIP_NPM") == "1" {
-		t.Skip("HACRL_SKIP_NPM=1: skipping the tokenizers.js cross-check")
-	}
-	const hint = " (set HACRL_SKIP_NPM=1 to skip this check on a machine without Node.js or network)"
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: the tokenizers.js cross-check needs Node.js 20+ and npm%s", tool, hint)
-		}
-	}
-	dir, err := filepath.Abs(filepath.Join("testdata", "npm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lock struct {
-		Packages map[string]struct{ Version string } `json:"packages"`
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &lock)
-	}
-	if err != nil {
-		t.Fatalf("reading the pinned npm lock file: %v", err)
-	}
-	want := lock.Packages["node_modules/"+npmPackage].Version
-	var installed struct{ Version string }
-	data, err = os.ReadFile(filepath.Join(dir, "node_modules", npmPackage, "package.json"))
-	if err == nil && json.Unmarshal(data, &installed) == nil && installed.Version == want {
-		return dir
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("npm ci in %s failed: %v\n%s\nthe tokenizers.js cross-check needs the npm registry for its first install%s", dir, err, out, hint)
-	}
-	return dir
+	return npmtest.Dir(t)
 }
 
 type npmCase struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/internal/atomicfile"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
 )
@@ -40,7 +41,7 @@ type Meta struct {
 
 // ReadMeta reads dir/agent.json; a checkpoint without one (a Hugging Face
 // model, say) gets a plain template and default sampling. A template kind
-// other than plain or chat is an error naming the file.
+// other than plain, chat or hf is an error naming the file.
 func ReadMeta(dir string) (Meta, error) {
 	m, _, err := readMeta(dir)
 	return m, err
@@ -65,9 +66,9 @@ func readMeta(dir string) (Meta, bool, error) {
 	switch m.Template.Kind {
 	case "":
 		m.Template.Kind = tokenizer.KindPlain
-	case tokenizer.KindPlain, tokenizer.KindChat:
+	case tokenizer.KindPlain, tokenizer.KindChat, tokenizer.KindHF:
 	default:
-		return m, true, fmt.Errorf("%s: template.kind must be plain or chat, got %q", path, m.Template.Kind)
+		return m, true, fmt.Errorf("%s: template.kind must be plain, chat or hf, got %q", path, m.Template.Kind)
 	}
 	return m, true, nil
 }
@@ -79,7 +80,7 @@ func readMeta(dir string) (Meta, bool, error) {
 // kind or system text that differs from a checkpoint's saved one is
 // honoured and described in note, for the log; note is "" otherwise.
 func AgentTemplate(t config.Template, checkpoint string) (tmpl tokenizer.Template, note string, err error) {
-	tmpl = tokenizer.Template{Kind: t.Kind, System: t.System}
+	tmpl = tokenizer.Template{Kind: t.Kind, System: t.System, Vars: t.Vars}
 	saved, found := Meta{}, false
 	if checkpoint != "" {
 		if saved, found, err = readMeta(checkpoint); err != nil {
@@ -96,6 +97,9 @@ func AgentTemplate(t config.Template, checkpoint string) (tmpl tokenizer.Templat
 		tmpl.Kind = saved.Template.Kind
 		if tmpl.System == "" {
 			tmpl.System = saved.Template.System
+		}
+		if len(tmpl.Vars) == 0 {
+			tmpl.Vars = saved.Template.Vars
 		}
 	}
 	if tmpl.Kind != saved.Template.Kind || tmpl.System != saved.Template.System {
@@ -123,7 +127,8 @@ func (a *Agent) Stop() int {
 func (a *Agent) MaxResponse() int { return a.Sampling.MaxNewTokens }
 
 // loadAgent builds agent i from its config: a checkpoint directory or a new
-// model, plus its tokenizer and template (see AgentTemplate); log receives
+// model, plus its tokenizer and template (see AgentTemplate; an hf template
+// is compiled from the tokenizer_config.json beside the tokenizer); log receives
 // notes for the user.
 func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func(string)) (*Agent, error) {
 	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
@@ -159,6 +164,9 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 		a.Model = m
 	}
 	if err := CheckVocab(tok, tokPath, a.Model); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+	}
+	if err := PrepareTemplate(&tmpl, tokPath, tok); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
 	a.Template = tmpl
@@ -259,7 +267,37 @@ func saveAgent(a *Agent, dir string, exact bool) error {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
 	temp := a.Sampling.Temperature
-	meta := Meta{Name: a.Name, Template: config.Template{Kind: a.Template.Kind, System: a.Template.System}, Task: a.Task,
+	if err := saveTemplateFiles(a, dir); err != nil {
+		return fmt.Errorf("agent %s: %w", a.Name, err)
+	}
+	meta := Meta{Name: a.Name, Template: config.Template{Kind: a.Template.Kind, System: a.Template.System, Vars: a.Template.Vars}, Task: a.Task,
 		Sampling: config.Sampling{Temperature: &temp, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens}}
 	return writeJSON(filepath.Join(dir, "agent.json"), meta)
+}
+
+// PrepareTemplate readies an agent's template for its tokenizer (tokPath is
+// its tokenizer.json): an hf template is compiled from the
+// tokenizer_config.json beside it and checked on a probe prompt, and its
+// stop tokens gain the checkpoint's own end tokens.
+func PrepareTemplate(tmpl *tokenizer.Template, tokPath string, tok tokenizer.Tokenizer) error {
+	if err := tmpl.LoadChat(tokPath, tok); err != nil {
+		return err
+	}
+	// The eos_token_id list of the checkpoint's generation_config.json joins
+	// here (model.LoadGenerationConfig, from the checkpoint-layout work):
+	// tmpl.ExtraStops = append(tmpl.ExtraStops, gen.EOS...)
+	return nil
+}
+
+// saveTemplateFiles writes what an agent's template needs beside its saved
+// tokenizer: for an hf template, the tokenizer_config.json it came from.
+func saveTemplateFiles(a *Agent, dir string) error {
+	if a.Template.Kind != tokenizer.KindHF || a.Template.Chat == nil {
+		return nil
+	}
+	data := a.Template.Chat.Config()
+	if data == nil {
+		return fmt.Errorf("the chat template from %s has no tokenizer_config.json to save", a.Template.Chat.Source())
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), data)
 }

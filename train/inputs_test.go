@@ -91,7 +91,7 @@ func TestTemplateInheritedFromCheckpoint(t *testing.T) {
 		{"no agent.json, no kind", bare, config.Template{}, "plain", "", "", ""},
 		{"no agent.json, chat", bare, config.Template{Kind: "chat"}, "chat", "", "", ""},
 		{"new model, no kind", "", config.Template{}, "plain", "", "", ""},
-		{"bad saved kind", badKind, config.Template{}, "", "", "", `template.kind must be plain or chat, got "chatml"`},
+		{"bad saved kind", badKind, config.Template{}, "", "", "", `template.kind must be plain, chat or hf, got "chatml"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

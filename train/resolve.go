@@ -54,6 +54,9 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 		if a.Template.System == "" {
 			a.Template.System = meta.Template.System
 		}
+		if len(a.Template.Vars) == 0 {
+			a.Template.Vars = meta.Template.Vars
+		}
 	}
 	if r.Backend == "" {
 		r.Backend = backend.Default

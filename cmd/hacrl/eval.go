@@ -106,7 +106,10 @@ exits with status 2.`,
 			for i := range probs {
 				probs[i] = t.Problem(split, i)
 			}
-			a := &train.Agent{Name: meta.Name, Model: m, Tok: tok, Template: tokenizer.Template{Kind: meta.Template.Kind, System: meta.Template.System}}
+			a := &train.Agent{Name: meta.Name, Model: m, Tok: tok, Template: tokenizer.Template{Kind: meta.Template.Kind, System: meta.Template.System, Vars: meta.Template.Vars}}
+			if err := train.PrepareTemplate(&a.Template, tokPath, tok); err != nil {
+				return err
+			}
 			a.Sampling = model.SampleOptions{MaxNewTokens: meta.Sampling.MaxNewTokens, Temperature: 1, TopP: meta.Sampling.TopP, TopK: meta.Sampling.TopK,
 				Stop: a.Template.StopTokens(tok), Vocab: tok.VocabSize()}
 			if maxNew > 0 {
@@ -143,7 +146,7 @@ exits with status 2.`,
 	f.IntVar(&samples, "samples", 0, "k samples per problem for avg@k, pass@k and maj@k (0: greedy only)")
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature for --samples (0: greedy)")
 	f.IntVar(&maxNew, "max-new-tokens", 0, "response length limit (default: the agent's)")
-	f.StringVar(&template, "template", "", "override the agent's prompt template (plain or chat)")
+	f.StringVar(&template, "template", "", "override the agent's prompt template (plain, chat or hf)")
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
 	return cmd
@@ -154,8 +157,8 @@ func checkEvalFlags(cmd *cobra.Command, set, template string, problems, samples,
 	switch {
 	case set == "":
 		return usage("--set is empty; give test, train, a benchmark name or a JSONL/Parquet file")
-	case template != "" && template != tokenizer.KindPlain && template != tokenizer.KindChat:
-		return usage("--template must be plain or chat, got %q", template)
+	case template != "" && template != tokenizer.KindPlain && template != tokenizer.KindChat && template != tokenizer.KindHF:
+		return usage("--template must be plain, chat or hf, got %q", template)
 	case problems < 0:
 		return usage("--problems must be >= 0 (0: all of a dataset), got %d", problems)
 	case samples < 0:

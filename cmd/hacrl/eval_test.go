@@ -39,7 +39,7 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--samples", "-2"}, "--samples must be >= 0"},
-		{[]string{"--template", "xyz"}, `--template must be plain or chat, got "xyz"`},
+		{[]string{"--template", "xyz"}, `--template must be plain, chat or hf, got "xyz"`},
 		{[]string{"--problems", "-1"}, "--problems must be >= 0"},
 		{[]string{"--max-new-tokens", "-5"}, "--max-new-tokens must be >= 0"},
 		{[]string{"--samples", "2", "--temperature", "-0.5"}, "--temperature must be a finite number >= 0"},

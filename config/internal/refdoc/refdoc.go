@@ -140,6 +140,8 @@ func typeName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Struct:
 		return "mapping"
+	case reflect.Map:
+		return "mapping of names to values"
 	case reflect.Slice:
 		return "list of " + typeName(elem(t)) + "s"
 	case reflect.Bool:

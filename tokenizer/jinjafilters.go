@@ -1,0 +1,251 @@
+package tokenizer
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/nikolalohinski/gonja/v2/builtins"
+	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
+	"github.com/nikolalohinski/gonja/v2/exec"
+)
+
+// pyStrMethods are Python's str methods that gonja implements.
+var pyStrMethods = []string{"capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs",
+	"find", "format", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier",
+	"islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join", "ljust", "lower",
+	"lstrip", "partition", "removeprefix", "removesuffix", "replace", "rfind", "rindex", "rjust",
+	"rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title",
+	"translate", "upper", "zfill"}
+
+// chatMethods are gonja's methods with lstrip and rstrip fixed: gonja
+// 2.9.1's fail when called without an argument, where Python strips
+// whitespace ("x ".rstrip()).
+func chatMethods() exec.Methods {
+	m := builtins.Methods
+	str := map[string]exec.Method[string]{}
+	for _, name := range pyStrMethods {
+		if f, ok := m.Str.Get(name); ok {
+			str[name] = f
+		}
+	}
+	strip := func(f func(s, cutset string) string) exec.Method[string] {
+		return func(self string, _ *exec.Value, arguments *exec.VarArgs) (any, error) {
+			var cutset string
+			if err := arguments.Take(
+				exec.PositionalArgument("chars", exec.AsValue(""), exec.StringArgument(&cutset)),
+			); err != nil {
+				return nil, exec.ErrInvalidCall(err)
+			}
+			return f(self, cutset), nil
+		}
+	}
+	str["lstrip"] = strip(pystring.LStrip)
+	str["rstrip"] = strip(pystring.RStrip)
+	m.Str = exec.NewMethodSet(str)
+	return m
+}
+
+// filterToJSON is transformers' tojson for chat templates: Python's
+// json.dumps(x, ensure_ascii=False, indent=indent), so ", " and ": "
+// separators and no HTML escaping (gonja's own is Go's compact, escaping
+// encoding). Mapping keys come out sorted: a Go map has no order of its own.
+func filterToJSON(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	indent := -1
+	for name, v := range params.KwArgs {
+		switch {
+		case name == "indent" && v.IsInteger():
+			indent = v.Integer()
+		case name == "indent" && v.IsNil():
+		case name == "ensure_ascii" || name == "sort_keys" || name == "separators":
+			// accepted; sorted keys and ensure_ascii=False are the behaviour
+		default:
+			return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("tojson: unexpected argument %s=%s", name, v.String())))
+		}
+	}
+	if len(params.Args) > 0 {
+		if !params.Args[0].IsInteger() {
+			return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("tojson: indent must be an integer, got %s", params.Args[0].String())))
+		}
+		indent = params.Args[0].Integer()
+	}
+	var b strings.Builder
+	if err := writePyJSON(&b, reflect.ValueOf(in.Interface()), indent, 0); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	return exec.AsSafeValue(b.String())
+}
+
+// writePyJSON writes v as Python's json.dumps does.
+func writePyJSON(b *strings.Builder, v reflect.Value, indent, depth int) error {
+	for v.IsValid() && (v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer) {
+		if v.IsNil() {
+			b.WriteString("null")
+			return nil
+		}
+		switch x := v.Interface().(type) {
+		case *exec.Value:
+			v = reflect.ValueOf(x.Interface())
+			continue
+		case *exec.Dict:
+			keys := make([]string, len(x.Pairs))
+			vals := make([]reflect.Value, len(x.Pairs))
+			for i, p := range x.Pairs {
+				keys[i], vals[i] = p.Key.String(), reflect.ValueOf(p.Value.Interface())
+			}
+			return writeObject(b, keys, vals, indent, depth)
+		}
+		v = v.Elem()
+	}
+	if !v.IsValid() {
+		b.WriteString("null")
+		return nil
+	}
+	switch v.Kind() {
+	case reflect.Bool:
+		b.WriteString(strconv.FormatBool(v.Bool()))
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		b.WriteString(strconv.FormatInt(v.Int(), 10))
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		b.WriteString(strconv.FormatUint(v.Uint(), 10))
+	case reflect.Float32, reflect.Float64:
+		b.WriteString(pyFloat(v.Float()))
+	case reflect.String:
+		writePyString(b, v.String())
+	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			b.WriteString("null")
+			return nil
+		}
+		if v.Len() == 0 {
+			b.WriteString("[]")
+			return nil
+		}
+		b.WriteByte('[')
+		for i := 0; i < v.Len(); i++ {
+			separate(b, i, indent, depth+1)
+			if err := writePyJSON(b, v.Index(i), indent, depth+1); err != nil {
+				return err
+			}
+		}
+		closing(b, indent, depth)
+		b.WriteByte(']')
+	case reflect.Map:
+		if v.IsNil() {
+			b.WriteString("null")
+			return nil
+		}
+		keys := make([]string, 0, v.Len())
+		byKey := make(map[string]reflect.Value, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			k := fmt.Sprint(it.Key().Interface())
+			keys = append(keys, k)
+			byKey[k] = it.Value()
+		}
+		sort.Strings(keys)
+		vals := make([]reflect.Value, len(keys))
+		for i, k := range keys {
+			vals[i] = byKey[k]
+		}
+		return writeObject(b, keys, vals, indent, depth)
+	default:
+		return fmt.Errorf("tojson: cannot encode a %s", v.Type())
+	}
+	return nil
+}
+
+func writeObject(b *strings.Builder, keys []string, vals []reflect.Value, indent, depth int) error {
+	if len(keys) == 0 {
+		b.WriteString("{}")
+		return nil
+	}
+	b.WriteByte('{')
+	for i, k := range keys {
+		separate(b, i, indent, depth+1)
+		writePyString(b, k)
+		b.WriteString(": ")
+		if err := writePyJSON(b, vals[i], indent, depth+1); err != nil {
+			return err
+		}
+	}
+	closing(b, indent, depth)
+	b.WriteByte('}')
+	return nil
+}
+
+// separate writes what comes before item i of a list or object.
+func separate(b *strings.Builder, i, indent, depth int) {
+	if i > 0 {
+		b.WriteByte(',')
+		if indent < 0 {
+			b.WriteByte(' ')
+		}
+	}
+	if indent >= 0 {
+		b.WriteByte('\n')
+		b.WriteString(strings.Repeat(" ", indent*depth))
+	}
+}
+
+// closing writes what comes before a list's or object's closing bracket.
+func closing(b *strings.Builder, indent, depth int) {
+	if indent >= 0 {
+		b.WriteByte('\n')
+		b.WriteString(strings.Repeat(" ", indent*depth))
+	}
+}
+
+// pyFloat is Python's repr of a float, as json.dumps writes it.
+func pyFloat(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1e16 {
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
+
+// writePyString writes s as a JSON string with ensure_ascii=False.
+func writePyString(b *strings.Builder, s string) {
+	b.WriteByte('"')
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if r < 0x20 {
+				fmt.Fprintf(b, `\u%04x`, r)
+			} else {
+				b.WriteRune(r)
+			}
+		}
+	}
+	b.WriteByte('"')
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/gomlx/compute"
 	"github.com/hacrl/hacrl/config"
@@ -166,7 +167,7 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 	if err := CheckVocab(tok, tokPath, a.Model); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
-	if err := PrepareTemplate(&tmpl, tokPath, tok); err != nil {
+	if err := PrepareTemplate(&tmpl, tokPath, tok, a.Model); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
 	a.Template = tmpl
@@ -276,16 +277,29 @@ func saveAgent(a *Agent, dir string, exact bool) error {
 }
 
 // PrepareTemplate readies an agent's template for its tokenizer (tokPath is
-// its tokenizer.json): an hf template is compiled from the
-// tokenizer_config.json beside it and checked on a probe prompt, and its
-// stop tokens gain the checkpoint's own end tokens.
-func PrepareTemplate(tmpl *tokenizer.Template, tokPath string, tok tokenizer.Tokenizer) error {
+// its tokenizer.json) and model: an hf template is compiled from the
+// tokenizer_config.json beside it and checked on a probe prompt, and the
+// stop tokens gain the end tokens the model's generation_config.json
+// declares (eos_token_id, one id or a list, as Llama 3's Instruct models
+// list both <|end_of_text|> and <|eot_id|>). An end token the tokenizer
+// does not have is an error: sampling could never stop on it.
+func PrepareTemplate(tmpl *tokenizer.Template, tokPath string, tok tokenizer.Tokenizer, m *model.Model) error {
 	if err := tmpl.LoadChat(tokPath, tok); err != nil {
 		return err
 	}
-	// The eos_token_id list of the checkpoint's generation_config.json joins
-	// here (model.LoadGenerationConfig, from the checkpoint-layout work):
-	// tmpl.ExtraStops = append(tmpl.ExtraStops, gen.EOS...)
+	if m == nil {
+		return nil
+	}
+	if gen, ok := m.GenerationConfig(); ok {
+		for _, id := range gen.EOSTokenIDs {
+			if id < 0 || id >= tok.VocabSize() {
+				return fmt.Errorf("generation_config.json: eos_token_id %d is not a token of %s (%d tokens)", id, tokPath, tok.VocabSize())
+			}
+			if !slices.Contains(tmpl.ExtraStops, id) {
+				tmpl.ExtraStops = append(tmpl.ExtraStops, id)
+			}
+		}
+	}
 	return nil
 }
 

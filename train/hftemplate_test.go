@@ -214,7 +214,7 @@ func TestHFTemplateAgents(t *testing.T) {
 			t.Fatal(err)
 		}
 		dir := filepath.Join(t.TempDir(), "saved")
-		if err := saveAgent(a, dir); err != nil {
+		if err := saveAgent(a, dir, false); err != nil {
 			t.Fatal(err)
 		}
 		back, err := loadAgent(b, i, config.Agent{Name: a.Name, Checkpoint: dir, Optimizer: config.Optimizer{LR: 1e-3},

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -456,5 +457,47 @@ func TestTokenizerSmallerThanVocabulary(t *testing.T) {
 	ac.Tokenizer = filepath.Join("..", "examples", "agents", "llama-bpe", "tokenizer.json") // 320 tokens
 	if _, err := loadAgent(b, 0, ac, false, func(string) {}); err == nil || !strings.Contains(err.Error(), "has 320 tokens but the model's vocabulary is 100") {
 		t.Errorf("a tokenizer larger than the vocabulary: %v", err)
+	}
+}
+
+// The end tokens a checkpoint's generation_config.json declares stop an
+// agent's sampling too (Llama 3 Instruct lists <|end_of_text|> and
+// <|eot_id|>); an end token the tokenizer lacks is an error naming it.
+func TestGenerationConfigEndTokensStop(t *testing.T) {
+	b, err := backend.New(backend.Sequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ac := config.Agent{Name: "a", Optimizer: config.Optimizer{LR: 1e-3},
+		Sampling: config.Sampling{MaxNewTokens: 8}}
+	for _, tc := range []struct {
+		name, gen, wantErr string
+		wantStop           int
+	}{
+		{"a list", `{"eos_token_id": [5, 7]}`, "", 7},
+		{"one id", `{"eos_token_id": 9}`, "", 9},
+		{"not a token", `{"eos_token_id": [5, 100000]}`, "eos_token_id 100000 is not a token", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyCheckpoint(t, filepath.Join("..", "examples", "agents", "gpt-char"))
+			if err := os.WriteFile(filepath.Join(dir, model.GenerationConfigFile), []byte(tc.gen), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ac.Checkpoint = dir
+			a, err := loadAgent(b, 0, ac, false, func(string) {})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			stops := a.Sampling.Stop
+			if !slices.Contains(stops, tc.wantStop) || stops[0] != a.Tok.Special().EOS {
+				t.Errorf("stop tokens %v, want the tokenizer's EOS %d first and %d among them", stops, a.Tok.Special().EOS, tc.wantStop)
+			}
+		})
 	}
 }

@@ -107,17 +107,15 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 			return nil, err
 		}
 	}
-	if a.Template.Kind == tokenizer.KindHF {
-		tokPath := cfg.Tokenizer.Path
-		if cfg.Checkpoint != "" && tokPath == "" {
-			tokPath = filepath.Join(cfg.Checkpoint, "tokenizer.json")
-		}
-		if tokPath == "" {
-			return nil, fmt.Errorf("sft: template.kind hf needs a tokenizer_config.json beside a tokenizer.json: give a checkpoint or tokenizer.path")
-		}
-		if err := PrepareTemplate(&a.Template, tokPath, a.Tok); err != nil {
-			return nil, fmt.Errorf("sft: %w", err)
-		}
+	tokPath := cfg.Tokenizer.Path
+	if cfg.Checkpoint != "" && tokPath == "" {
+		tokPath = filepath.Join(cfg.Checkpoint, "tokenizer.json")
+	}
+	if a.Template.Kind == tokenizer.KindHF && tokPath == "" {
+		return nil, fmt.Errorf("sft: template.kind hf needs a tokenizer_config.json beside a tokenizer.json: give a checkpoint or tokenizer.path")
+	}
+	if err := PrepareTemplate(&a.Template, tokPath, a.Tok, a.Model); err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
 	}
 	engine, err := model.ParseEngine(cfg.Engine)
 	if err != nil {

@@ -107,7 +107,7 @@ exits with status 2.`,
 				probs[i] = t.Problem(split, i)
 			}
 			a := &train.Agent{Name: meta.Name, Model: m, Tok: tok, Template: tokenizer.Template{Kind: meta.Template.Kind, System: meta.Template.System, Vars: meta.Template.Vars}}
-			if err := train.PrepareTemplate(&a.Template, tokPath, tok); err != nil {
+			if err := train.PrepareTemplate(&a.Template, tokPath, tok, m); err != nil {
 				return err
 			}
 			a.Sampling = model.SampleOptions{MaxNewTokens: meta.Sampling.MaxNewTokens, Temperature: 1, TopP: meta.Sampling.TopP, TopK: meta.Sampling.TopK,

@@ -2,7 +2,9 @@ package train
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +31,12 @@ type Agent struct {
 	// Task is the generated task the agent trains on (nil for datasets),
 	// recorded in agent.json so evaluation can find the held-out split.
 	Task *config.Task
+
+	// tokConfig is the tokenizer_config.json found beside the agent's
+	// tokenizer.json (nil when there is none), saved with the agent so that
+	// a Hugging Face checkpoint keeps its special tokens and chat template
+	// whatever template the agent prompted with.
+	tokConfig []byte
 }
 
 // Meta is agent.json, saved beside an agent's weights: how it prompts and
@@ -156,6 +164,9 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
 	a.Tok = tok
+	if a.tokConfig, err = readTokenizerConfig(tokPath); err != nil {
+		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+	}
 	if ac.Model != nil {
 		cfg := newModelConfig(ac.Model, tok)
 		m, err := model.New(b, cfg, ac.Model.Seed)
@@ -306,12 +317,27 @@ func PrepareTemplate(tmpl *tokenizer.Template, tokPath string, tok tokenizer.Tok
 // saveTemplateFiles writes what an agent's template needs beside its saved
 // tokenizer: for an hf template, the tokenizer_config.json it came from.
 func saveTemplateFiles(a *Agent, dir string) error {
-	if a.Template.Kind != tokenizer.KindHF || a.Template.Chat == nil {
+	data := a.tokConfig
+	if a.Template.Kind == tokenizer.KindHF && a.Template.Chat != nil {
+		if data = a.Template.Chat.Config(); data == nil {
+			return fmt.Errorf("the chat template from %s has no tokenizer_config.json to save", a.Template.Chat.Source())
+		}
+	}
+	if data == nil {
 		return nil
 	}
-	data := a.Template.Chat.Config()
-	if data == nil {
-		return fmt.Errorf("the chat template from %s has no tokenizer_config.json to save", a.Template.Chat.Source())
-	}
 	return atomicfile.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), data)
+}
+
+// readTokenizerConfig returns the tokenizer_config.json beside the
+// tokenizer.json at tokPath, or nil when there is none.
+func readTokenizerConfig(tokPath string) ([]byte, error) {
+	if tokPath == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(filepath.Join(filepath.Dir(tokPath), tokenizer.ConfigFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return data, err
 }

@@ -1,9 +1,12 @@
 package train
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -499,5 +502,46 @@ func TestGenerationConfigEndTokensStop(t *testing.T) {
 				t.Errorf("stop tokens %v, want the tokenizer's EOS %d first and %d among them", stops, a.Tok.Special().EOS, tc.wantStop)
 			}
 		})
+	}
+}
+
+// A saved agent keeps the tokenizer_config.json that sat beside its
+// tokenizer (special tokens, chat template) whatever template it prompted
+// with, so that a Hugging Face checkpoint stays one after training.
+func TestSavedAgentKeepsTokenizerConfig(t *testing.T) {
+	b, err := backend.New(backend.Sequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := copyCheckpoint(t, filepath.Join("..", "examples", "agents", "gpt-char"))
+	want := []byte(`{"eos_token": "</s>", "model_max_length": 64}`)
+	if err := os.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ac := config.Agent{Name: "a", Checkpoint: dir, Template: config.Template{Kind: "plain"},
+		Optimizer: config.Optimizer{LR: 1e-3}, Sampling: config.Sampling{MaxNewTokens: 8}}
+	a, err := loadAgent(b, 0, ac, false, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if err := saveAgent(a, out, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out, tokenizer.ConfigFile))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Errorf("saved %s = %q (%v), want the checkpoint's %q", tokenizer.ConfigFile, got, err, want)
+	}
+	// Without one beside the tokenizer, none is written.
+	ac.Checkpoint = filepath.Join("..", "examples", "agents", "gpt-char")
+	if a, err = loadAgent(b, 0, ac, false, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	out = t.TempDir()
+	if err := saveAgent(a, out, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, tokenizer.ConfigFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s written for a checkpoint without one: %v", tokenizer.ConfigFile, err)
 	}
 }

@@ -117,6 +117,9 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 	if err := PrepareTemplate(&a.Template, tokPath, a.Tok, a.Model); err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
+	if a.tokConfig, err = readTokenizerConfig(tokPath); err != nil {
+		return nil, fmt.Errorf("sft: %w", err)
+	}
 	engine, err := model.ParseEngine(cfg.Engine)
 	if err != nil {
 		return nil, err

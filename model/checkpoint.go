@@ -99,7 +99,7 @@ func decodeParams(path string, ts map[string]safetensors.Tensor, specs []paramSp
 			return nil, fmt.Errorf("model: load %s: tensor %q is missing", path, aliases(s.name)[0])
 		}
 		if !slices.Equal(t.Shape, s.fileShape()) {
-			return nil, fmt.Errorf("model: load %s: tensor %q has shape %v, want %v", path, aliases(s.name)[0], t.Shape, s.fileShape())
+			return nil, fmt.Errorf("model: load %s: tensor %q has shape %v, want %v%s", path, aliases(s.name)[0], t.Shape, s.fileShape(), s.originNote())
 		}
 		var v []float32
 		switch t.DType {

@@ -23,7 +23,8 @@
 //
 // Both families are pre-norm decoders over token ids x₀…x_{T−1} with
 // positions p_t (0 at a sequence's first real token), d = Dim, H = Heads,
-// Dh = d/H, and causal attention softmax(q·kᵀ/√Dh + mask)·v per head.
+// Dh = HeadDim() (HeadSize, or d/H), and causal attention
+// softmax(q·kᵀ/√Dh + mask)·v per head.
 //
 // gpt (GPT-2; config.json model_type "gpt2"):
 //
@@ -39,28 +40,48 @@
 // act is "gelu" (exact, x·Φ(x)), "gelu_new" (tanh approximation) or "relu";
 // the MLP width n_inner defaults to 4d; every linear layer has a bias.
 //
-// llama (Llama and Qwen2; model_type "llama" or "qwen2"):
+// llama (Llama 2/3.x, Qwen2/2.5 and Qwen3; model_type "llama", "qwen2" or
+// "qwen3"):
 //
 //	h = model.embed_tokens.weight[x]
 //	for each layer N (prefix model.layers.N.):
 //	    a = RMSNorm(h; input_layernorm)                     RMSNorm(x) = x/√(mean(x²)+eps)·w
-//	    q = RoPE(a·q_projᵀ), k = RoPE(a·k_projᵀ), v = a·v_projᵀ     weights [out,in]; q has H heads, k and v KVHeads
-//	    h = h + Attention(q,k,v)·o_projᵀ                   query head i reads key/value head i/(H/KVHeads)
+//	    q = a·q_projᵀ, k = a·k_projᵀ, v = a·v_projᵀ         weights [out,in]: q_proj [H·Dh,d], k_proj and v_proj [KVHeads·Dh,d]
+//	    qwen3: q, k = RMSNorm(q; self_attn.q_norm), RMSNorm(k; self_attn.k_norm)   per head, gains [Dh]
+//	    q, k = RoPE(q), RoPE(k)
+//	    h = h + Attention(q,k,v)·o_projᵀ                   o_proj [d,H·Dh]; query head i reads key/value head i/(H/KVHeads)
 //	    a = RMSNorm(h; post_attention_layernorm)
 //	    h = h + (silu(a·gate_projᵀ) ⊙ (a·up_projᵀ))·down_projᵀ
 //	logits = RMSNorm(h; model.norm)·Wᵀ,  W = lm_head.weight, or model.embed_tokens.weight if tied
 //
-// RoPE is Hugging Face's default ("rotate_half"): with inv_freq_i =
-// θ^(−2i/Dh) for i < Dh/2 and angles a = p·inv_freq (computed in float32)
-// repeated for both halves, RoPE(x) = x·cos a + (−x₂, x₁)·sin a, where x₁, x₂
-// are the halves of each head. AttentionBias adds biases to q, k and v
-// (Qwen2) and also to o_proj (Llama's attention_bias).
+// RoPE is Hugging Face's "rotate_half" form: with inv_freq_i =
+// θ^(−2i/Dh) for i < Dh/2 (θ = rope_theta) and angles a = p·inv_freq
+// (computed in float32) repeated for both halves, RoPE(x) = x·cos a + (−x₂,
+// x₁)·sin a, where x₁, x₂ are the halves of each head. rope_scaling of
+// rope_type "llama3" (Llama 3.1/3.2) rescales inv_freq first (see
+// RopeScaling). AttentionBias adds biases to q, k and v (Qwen2 always) and
+// also to o_proj (the attention_bias of Llama and Qwen3).
+//
+// config.json is read with Hugging Face's meaning and defaults (head_dim
+// absent: d/H, or 128 for qwen3; tie_word_embeddings absent: untied;
+// rope_theta 10000; rms_norm_eps 1e-6); rope_scaling (null, "default" or
+// "llama3", also in transformers 5's rope_parameters), head_dim and
+// attention_bias are honoured. A value that would change the computation
+// in a way hacrl does not implement is refused with the file and the
+// field: another rope_type, a partial_rotary_factor other than 1,
+// sliding-window attention reaching a layer (use_sliding_window true),
+// hidden_act other than silu, mlp_bias true, a non-zero
+// attention_dropout, another model_type. Fields that do not change the
+// computation (architectures, torch_dtype, transformers_version,
+// pretraining_tp, …) are ignored. A tensor whose shape disagrees with the
+// config (a wrong head_dim, say) is refused naming the tensor, both shapes
+// and the config fields the expected one comes from.
 //
 // # Initialization
 //
 // New draws matrices and embeddings from normal(0, 0.02), the residual output
 // projections (c_proj, o_proj, down_proj) from normal(0, 0.02/√(2·Layers)),
-// sets biases to 0 and norm gains to 1, from a PCG generator seeded by the
+// sets biases to 0 and norm gains (q_norm and k_norm included) to 1, from a PCG generator seeded by the
 // seed, in a fixed parameter order: same config and seed, same weights.
 //
 // # Shapes and buckets

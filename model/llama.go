@@ -2,15 +2,15 @@ package model
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/gomlx/compute/dtypes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
 )
 
-// llamaBlock is one pre-norm Llama/Qwen2 block:
+// llamaBlock is one pre-norm Llama/Qwen2/Qwen3 block:
 //
 //	q, k, v = rope(q_proj(h)), rope(k_proj(h)), v_proj(h)   with h = input_layernorm(x)
+//	(Qwen3: q, k = rope(q_norm(q_proj(h))), rope(k_norm(k_proj(h))), RMSNorm per head)
 //	x = x + o_proj(attention(q, k, v))
 //	x = x + down_proj(silu(gate_proj(h)) ⊙ up_proj(h))      with h = post_attention_layernorm(x)
 //
@@ -25,6 +25,10 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	q := splitHeads(linear(h, n.p(a+"q_proj.weight"), n.optional(a+"q_proj.bias")), c.Heads) // [B,T,H,Dh]
 	k = splitHeads(linear(h, n.p(a+"k_proj.weight"), n.optional(a+"k_proj.bias")), c.KVHeads)
 	v = splitHeads(linear(h, n.p(a+"v_proj.weight"), n.optional(a+"v_proj.bias")), c.KVHeads)
+	if c.QKNorm {
+		q = rmsNorm(q, n.p(a+"q_norm.weight"), c.NormEps)
+		k = rmsNorm(k, n.p(a+"k_norm.weight"), c.NormEps)
+	}
 	cos, sin := n.rotary(at, q)
 	att, k, v := n.attend(l, rotate(q, cos, sin), keysTransposed(rotate(k, cos, sin)), headsFirst(v), at)
 	x = Add(x, linear(att, n.p(a+"o_proj.weight"), n.optional(a+"o_proj.bias")))
@@ -36,15 +40,12 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 }
 
 // rotary returns the cos and sin tables [B,T,1,Dh] of the queries' positions,
-// Hugging Face's default RoPE: inv_freq[i] = θ^(−2i/Dh) for i < Dh/2, angle =
-// position·inv_freq, and both halves of the head share the angles.
+// Hugging Face's RoPE: angle = position·inv_freq (Config.ropeFrequencies),
+// and both halves of the head share the angles.
 func (n *net) rotary(at *attention, like *Node) (cos, sin *Node) {
 	if at.cos == nil {
 		dh := n.cfg.HeadDim()
-		invFreq := make([]float64, dh/2)
-		for i := range invFreq {
-			invFreq[i] = 1 / math.Pow(n.cfg.RopeTheta, float64(2*i)/float64(dh))
-		}
+		invFreq := n.cfg.ropeFrequencies()
 		B, T := at.pos.Shape().Dimensions[0], at.pos.Shape().Dimensions[1]
 		g := like.Graph()
 		// The angle is computed in float32 as Hugging Face does, then cast.

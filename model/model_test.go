@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -29,9 +30,17 @@ func testBackend(t testing.TB) compute.Backend {
 }
 
 // tinyConfigs covers both families, grouped-query attention, Qwen2-style q/k/v
-// biases, Llama-style o_proj bias, every gpt activation and tied and untied
-// heads.
+// biases, Llama-style o_proj bias, every gpt activation, tied and untied
+// heads, and Qwen3 and Llama 3.x: heads wider than Dim/Heads, query/key
+// norms, and llama3 rotary scaling whose small original context moves all
+// but the highest frequency (wavelengths 6.3 kept, 87 interpolated, 1197
+// and up divided by the factor).
 var tinyConfigs = map[string]Config{
+	"qwen3-gqa": {Family: "llama", ModelType: "qwen3", Vocab: 16, Dim: 16, Layers: 2, Heads: 4, KVHeads: 2, HeadSize: 6,
+		Hidden: 24, MaxSeq: 40, RopeTheta: 1e6, TieEmbeddings: true, QKNorm: true, BOS: -1, EOS: 3},
+	"llama3-rope": {Family: "llama", Vocab: 16, Dim: 16, Layers: 2, Heads: 2, KVHeads: 1, HeadSize: 10, Hidden: 24,
+		MaxSeq: 40, RopeTheta: 5e5, NormEps: 1e-5, BOS: 0, EOS: -1,
+		RopeScaling: &RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 16, OriginalMaxPos: 128}},
 	"gpt-gelu":   {Family: "gpt", Vocab: 16, Dim: 16, Layers: 2, Heads: 2, MaxSeq: 40, BOS: -1, EOS: -1},
 	"gpt-tanh":   {Family: "gpt", Vocab: 16, Dim: 16, Layers: 1, Heads: 4, Activation: "gelu_new", MaxSeq: 40, TieEmbeddings: true, BOS: -1, EOS: 15},
 	"gpt-relu":   {Family: "gpt", Vocab: 16, Dim: 32, Layers: 1, Heads: 2, Hidden: 48, Activation: "relu", MaxSeq: 40, BOS: 0, EOS: -1},
@@ -85,6 +94,16 @@ func TestConfigValidate(t *testing.T) {
 		{"EOS", func(c *Config) { c.EOS = 16 }},
 		{"BOS", func(c *Config) { c.BOS = -2 }},
 		{"NormEps", func(c *Config) { c.NormEps = -1 }},
+		{"QKNorm", func(c *Config) { c.QKNorm = true }},
+		{"HeadSize", func(c *Config) { c.HeadSize = 5 }},
+		{"HeadSize", func(c *Config) { c.HeadSize = -2 }},
+		{"RopeScaling.Type", func(c *Config) { c.RopeScaling = &RopeScaling{Type: "yarn"} }},
+		{"RopeScaling.HighFreqFactor", func(c *Config) {
+			c.RopeScaling = &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 4, HighFreqFactor: 4, OriginalMaxPos: 64}
+		}},
+		{"RopeScaling.OriginalMaxPos", func(c *Config) {
+			c.RopeScaling = &RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4}
+		}},
 	}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
@@ -95,6 +114,11 @@ func TestConfigValidate(t *testing.T) {
 		err := c.Validate()
 		if err == nil || !strings.Contains(err.Error(), "field "+tt.field) {
 			t.Errorf("mutating %s: error %v, want one naming the field", tt.field, err)
+		}
+	}
+	for _, name := range []string{"qwen3-gqa", "llama3-rope"} {
+		if err := tinyConfigs[name].Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	gpt := tinyConfigs["gpt-gelu"]
@@ -115,7 +139,7 @@ func TestConfigJSONRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		if got != cfg.Normalized() {
+		if !reflect.DeepEqual(got, cfg.Normalized()) {
 			t.Errorf("%s: read back %+v, want %+v", name, got, cfg.Normalized())
 		}
 	}
@@ -560,7 +584,7 @@ func TestCheckpointRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if loaded.Config() != m.Config() {
+		if !reflect.DeepEqual(loaded.Config(), m.Config()) {
 			t.Errorf("%s: loaded config %+v, want %+v", name, loaded.Config(), m.Config())
 		}
 		probe := []Sequence{{Prompt: randomTokens(rng, 5, 16), Response: randomTokens(rng, 9, 16)}}
@@ -932,7 +956,7 @@ func TestGradientFiniteDifferences(t *testing.T) {
 	ctx := context.Background()
 	seqs := []Sequence{{Prompt: []int{3, 1, 4}, Response: []int{1, 5, 9, 2}}, {Prompt: []int{6}, Response: []int{5, 3}}}
 	w := [][]float32{{0.3, -1, 0.5, 0.25}, {-0.7, 1}}
-	for _, name := range []string{"gpt-gelu", "gpt-tanh", "llama-gqa", "llama-bias"} {
+	for _, name := range []string{"gpt-gelu", "gpt-tanh", "llama-gqa", "llama-bias", "qwen3-gqa", "llama3-rope"} {
 		m, err := newModel(testBackend(t), tinyConfigs[name], 13, dtypes.Float64)
 		if err != nil {
 			t.Fatal(err)
@@ -1123,7 +1147,7 @@ func TestCloneIsIndependent(t *testing.T) {
 	if slices.Equal(after.LogProbs[0], before.LogProbs[0]) {
 		t.Error("training did not change the original")
 	}
-	if ref.NumParams() != m.NumParams() || ref.Config() != m.Config() {
+	if ref.NumParams() != m.NumParams() || !reflect.DeepEqual(ref.Config(), m.Config()) {
 		t.Error("clone differs in shape")
 	}
 }
@@ -1191,7 +1215,7 @@ func TestNativeGradientsMatchGraph(t *testing.T) {
 // the native engine and on the graphs end at the same weights.
 func TestEnginesTrainAlike(t *testing.T) {
 	ctx := context.Background()
-	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen2-tied"} {
+	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen2-tied", "qwen3-gqa"} {
 		var final [2][][]float64
 		for i, e := range []Engine{EngineNative, EngineGraph} {
 			m := newTiny(t, name, 23)

@@ -32,7 +32,7 @@ type decoder struct {
 	head   []float32 // [d,V]: the LM head (or the tied embeddings) transposed
 	headP  *kernel.Packed
 	headW  []float32 // [V,d]: lm_head.weight; nil when tied to embed
-	// invFreq are llama's rotary frequencies θ^(−2i/Dh) as float32.
+	// invFreq are llama's rotary frequencies (Config.ropeFrequencies) as float32.
 	invFreq []float32
 }
 
@@ -46,6 +46,7 @@ type decoderLayer struct {
 	norm2W, norm2B []float32
 	upW, upB       []float32 // gpt c_fc [d,hid]; llama gate|up [d,2·hid]
 	downW, downB   []float32 // [hid,d]
+	qNormW, kNormW []float32 // qwen3: the per-head query and key RMSNorm gains [Dh], or nil
 	// The four weights packed for the forward products.
 	qkvP, outP, upP, downP *kernel.Packed
 }
@@ -101,9 +102,8 @@ func hostWeights(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*deco
 		return dec, nil
 	}
 	dec.normW = w["model.norm.weight"]
-	dec.invFreq = make([]float32, dh/2)
-	for i := range dec.invFreq {
-		dec.invFreq[i] = float32(1 / math.Pow(cfg.RopeTheta, float64(2*i)/float64(dh)))
+	for _, f := range cfg.ropeFrequencies() {
+		dec.invFreq = append(dec.invFreq, float32(f))
 	}
 	q, kv := cfg.Heads*dh, cfg.KVHeads*dh
 	for l := range cfg.Layers {
@@ -116,6 +116,7 @@ func hostWeights(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*deco
 			norm2W: w[p+"post_attention_layernorm.weight"],
 			upW:    concatColumns(d, []int{cfg.Hidden, cfg.Hidden}, w[p+"mlp.gate_proj.weight"], w[p+"mlp.up_proj.weight"]),
 			downW:  w[p+"mlp.down_proj.weight"],
+			qNormW: w[a+"q_norm.weight"], kNormW: w[a+"k_norm.weight"],
 		}
 		if cfg.AttentionBias {
 			layer.qkvB = append(append(append([]float32(nil), w[a+"q_proj.bias"]...), w[a+"k_proj.bias"]...), w[a+"v_proj.bias"]...)
@@ -253,6 +254,9 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 	for l, ly := range dec.layers {
 		dec.norm(h, x, ly.norm1W, ly.norm1B, n)
 		matmul(par, qkv, h, ly.qkvP, ly.qkvB, n)
+		if ly.qNormW != nil {
+			dec.qkNorm(&ly, qkv, n, qkvWidth, nil, par)
+		}
 		if dec.invFreq != nil {
 			dec.rotate(qkv, slot, qkvWidth, 1, par)
 		}
@@ -303,6 +307,34 @@ func (dec *decoder) norm(out, x, w, b []float32, n int) {
 	for i := range n {
 		kernel.Norm(out[i*d:(i+1)*d], xhat, x[i*d:(i+1)*d], w, b, dec.cfg.NormEps, dec.cfg.Family == "gpt")
 	}
+}
+
+// qkNorm applies Qwen3's per-head RMSNorms in place to the query heads
+// (gain ly.qNormW) and key heads (ly.kNormW) of the n rows of qkv; with s
+// not nil it keeps each head row's x̂ and 1/σ for the backward pass (row i,
+// head h at index i·(H+KVH)+h).
+func (dec *decoder) qkNorm(ly *decoderLayer, qkv []float32, n, width int, s *normed, par bool) {
+	cfg := dec.cfg
+	dh, heads := cfg.HeadDim(), cfg.Heads+cfg.KVHeads
+	parallel(par, n, 16, func(lo, hi int) {
+		xhat := make([]float32, dh)
+		for i := lo; i < hi; i++ {
+			for hd := range heads {
+				w := ly.qNormW
+				if hd >= cfg.Heads {
+					w = ly.kNormW
+				}
+				v, xh := qkv[i*width+hd*dh:i*width+(hd+1)*dh], xhat
+				if s != nil {
+					xh = s.xhat[(i*heads+hd)*dh : (i*heads+hd+1)*dh]
+				}
+				r := kernel.Norm(v, xh, v, w, nil, cfg.NormEps, false)
+				if s != nil {
+					s.rstd[i*heads+hd] = r
+				}
+			}
+		}
+	})
 }
 
 // store writes each token row's key and value heads into layer l's cache.

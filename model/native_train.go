@@ -146,6 +146,7 @@ type layerActs struct {
 	norm1, norm2 normed
 	h1, h2       []float32   // the norms' outputs [N,d]
 	qkv          []float32   // [N,width], rotated for llama
+	qkNorm       normed      // qwen3: the per-head query/key norms' state
 	probs        [][]float32 // per sequence and query head: [T,T] attention probabilities
 	att          []float32   // [N,H·Dh] attention output
 	up           []float32   // [N,upWidth] pre-activation
@@ -177,6 +178,11 @@ func (dec *decoder) run(b *batch, ar *arena) *trace {
 		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n, ar)
 		a.qkv = ar.get(n * width)
 		kernel.MatMulPacked(a.qkv, a.h1, ly.qkvP, ly.qkvB, n)
+		if ly.qNormW != nil {
+			heads := cfg.Heads + cfg.KVHeads
+			a.qkNorm = normed{xhat: ar.get(n * heads * dh), rstd: ar.get(n * heads)}
+			dec.qkNorm(&ly, a.qkv, n, width, &a.qkNorm, true)
+		}
 		if dec.invFreq != nil {
 			dec.rotate(a.qkv, b.pos, width, 1, true)
 		}
@@ -452,6 +458,7 @@ func (dec *decoder) newGrads() *grads {
 			norm1W: like(ly.norm1W), norm1B: like(ly.norm1B), qkvW: like(ly.qkvW), qkvB: like(ly.qkvB),
 			outW: like(ly.outW), outB: like(ly.outB), norm2W: like(ly.norm2W), norm2B: like(ly.norm2B),
 			upW: like(ly.upW), upB: like(ly.upB), downW: like(ly.downW), downB: like(ly.downB),
+			qNormW: like(ly.qNormW), kNormW: like(ly.kNormW),
 		})
 	}
 	return g
@@ -515,6 +522,9 @@ func (dec *decoder) backward(tr *trace, w, probs []float32, g *grads, ar *arena)
 		if dec.invFreq != nil {
 			dec.rotate(dqkv, b.pos, width, -1, true)
 		}
+		if ly.qNormW != nil {
+			dec.qkNormBackward(dqkv, a.qkNorm, ly, gl, n, width)
+		}
 		addBiasGrad(gl.qkvB, dqkv, n, width)
 		addWeightGrad(gl.qkvW, a.h1, dqkv, n, d, width)
 		kernel.MatMulBT(tmp, dqkv, ly.qkvW, n, width, d)
@@ -562,6 +572,42 @@ func (dec *decoder) normBackward(dx, dy []float32, s normed, w, dw, db []float32
 		for i := lo; i < hi; i++ {
 			r := i * d
 			kernel.NormBackward(dx[r:r+d], dy[r:r+d], s.xhat[r:r+d], w, scratch, s.rstd[i], gpt)
+		}
+	})
+}
+
+// qkNormBackward replaces the query and key heads of dqkv, the gradient at
+// the norms' outputs, by the gradient at their inputs, and adds the gains'
+// gradients to gl.qNormW and gl.kNormW.
+func (dec *decoder) qkNormBackward(dqkv []float32, s normed, ly, gl *decoderLayer, n, width int) {
+	cfg := dec.cfg
+	dh, H, heads := cfg.HeadDim(), cfg.Heads, cfg.Heads+cfg.KVHeads
+	kernel.Parallel(2, 1, func(lo, hi int) { // the two gains, each summed in a fixed order
+		for g := lo; g < hi; g++ {
+			dw, from, to := gl.qNormW, 0, H
+			if g == 1 {
+				dw, from, to = gl.kNormW, H, heads
+			}
+			for i := range n {
+				for hd := from; hd < to; hd++ {
+					kernel.MulAdd(dw, dqkv[i*width+hd*dh:], s.xhat[(i*heads+hd)*dh:])
+				}
+			}
+		}
+	})
+	kernel.Parallel(n, 16, func(lo, hi int) {
+		dx, scratch := make([]float32, dh), make([]float32, dh)
+		for i := lo; i < hi; i++ {
+			for hd := range heads {
+				w := ly.qNormW
+				if hd >= H {
+					w = ly.kNormW
+				}
+				dy := dqkv[i*width+hd*dh : i*width+(hd+1)*dh]
+				clear(dx)
+				kernel.NormBackward(dx, dy, s.xhat[(i*heads+hd)*dh:(i*heads+hd+1)*dh], w, scratch, s.rstd[i*heads+hd], false)
+				copy(dy, dx)
+			}
 		}
 	})
 }
@@ -697,6 +743,7 @@ func (g *grads) bySpec(specs []paramSpec) ([][]float32, error) {
 			named[p+"input_layernorm.weight"], named[p+"post_attention_layernorm.weight"] = gl.norm1W, gl.norm2W
 			named[a+"q_proj.weight"], named[a+"k_proj.weight"], named[a+"v_proj.weight"] = qkv[0], qkv[1], qkv[2]
 			named[a+"o_proj.weight"], named[a+"o_proj.bias"] = gl.outW, gl.outB
+			named[a+"q_norm.weight"], named[a+"k_norm.weight"] = gl.qNormW, gl.kNormW
 			named[p+"mlp.gate_proj.weight"], named[p+"mlp.up_proj.weight"], named[p+"mlp.down_proj.weight"] = gu[0], gu[1], gl.downW
 			if gl.qkvB != nil {
 				named[a+"q_proj.bias"], named[a+"k_proj.bias"], named[a+"v_proj.bias"] = gl.qkvB[:q], gl.qkvB[q:q+kv], gl.qkvB[q+kv:]

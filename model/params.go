@@ -17,6 +17,9 @@ type paramSpec struct {
 	// transposed marks a torch.nn.Linear weight: [out,in] in files, held as
 	// [in,out] (shape) in memory so that x·W is a plain matmul on the backend.
 	transposed bool
+	// origin says which config.json fields give the shape, for the error
+	// about a checkpoint tensor of another shape ("" for the obvious ones).
+	origin string
 }
 
 // fileShape is the shape of the parameter in a checkpoint.
@@ -25,6 +28,14 @@ func (p paramSpec) fileShape() []int {
 		return []int{p.shape[1], p.shape[0]}
 	}
 	return p.shape
+}
+
+// originNote is " (from <origin>)", or "" without an origin.
+func (p paramSpec) originNote() string {
+	if p.origin == "" {
+		return ""
+	}
+	return " (from " + p.origin + ")"
 }
 
 func (p paramSpec) size() int {
@@ -70,6 +81,7 @@ func (c Config) paramSpecs() []paramSpec {
 		ps = append(ps, matrix("model.embed_tokens.weight", std, c.Vocab, d))
 		for l := range c.Layers {
 			p := fmt.Sprintf("model.layers.%d.", l)
+			first := len(ps)
 			ps = append(ps, vector(p+"input_layernorm.weight", 1, d),
 				linear(p+"self_attn.q_proj.weight", std, q, d),
 				linear(p+"self_attn.k_proj.weight", std, kv, d),
@@ -78,7 +90,14 @@ func (c Config) paramSpecs() []paramSpec {
 				ps = append(ps, vector(p+"self_attn.q_proj.bias", 0, q),
 					vector(p+"self_attn.k_proj.bias", 0, kv), vector(p+"self_attn.v_proj.bias", 0, kv))
 			}
+			if c.QKNorm {
+				ps = append(ps, vector(p+"self_attn.q_norm.weight", 1, dh), vector(p+"self_attn.k_norm.weight", 1, dh))
+			}
 			ps = append(ps, linear(p+"self_attn.o_proj.weight", resid, d, q))
+			for i := first + 1; i < len(ps); i++ {
+				ps[i].origin = fmt.Sprintf("config.json: head_dim %d, num_attention_heads %d, num_key_value_heads %d, hidden_size %d",
+					dh, c.Heads, c.KVHeads, d)
+			}
 			if c.outputBias() {
 				ps = append(ps, vector(p+"self_attn.o_proj.bias", 0, d))
 			}

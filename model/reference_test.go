@@ -101,12 +101,40 @@ func refAct(name string, x float64) float64 {
 	return 0.5 * x * (1 + math.Erf(x/math.Sqrt2))
 }
 
+// refInvFreq returns the rotary inverse frequencies as Hugging Face's
+// _compute_default_rope_parameters and _compute_llama3_parameters write
+// them: masks over the wavelengths, in float64.
+func refInvFreq(c Config) []float64 {
+	dh := c.HeadDim()
+	f := make([]float64, dh/2)
+	for i := range f {
+		f[i] = 1 / math.Pow(c.RopeTheta, float64(2*i)/float64(dh))
+	}
+	if s := c.RopeScaling; s != nil {
+		old := float64(s.OriginalMaxPos)
+		low, high := old/s.LowFreqFactor, old/s.HighFreqFactor
+		for i, v := range f {
+			wave := 2 * math.Pi / v
+			scaled := v
+			if wave > low {
+				scaled = v / s.Factor
+			}
+			smooth := (old/wave - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+			if !(wave < high) && !(wave > low) {
+				scaled = (1-smooth)*scaled/s.Factor + smooth*scaled
+			}
+			f[i] = scaled
+		}
+	}
+	return f
+}
+
 // rope rotates one head vector at position pos (rotate_half convention).
-func rope(x []float64, pos int, theta float64) []float64 {
+func rope(x []float64, pos int, invFreq []float64) []float64 {
 	dh := len(x)
 	y := make([]float64, dh)
 	for i := range dh / 2 {
-		a := float64(pos) / math.Pow(theta, float64(2*i)/float64(dh))
+		a := float64(pos) * invFreq[i]
 		c, s := math.Cos(a), math.Sin(a)
 		y[i] = x[i]*c - x[i+dh/2]*s
 		y[i+dh/2] = x[i+dh/2]*c + x[i]*s
@@ -119,6 +147,7 @@ func (r *refModel) logProbs(x []int) []float64 {
 	c := r.cfg
 	d, H, KVH, dh := c.Dim, c.Heads, c.KVHeads, c.HeadDim()
 	gpt := c.Family == "gpt"
+	invFreq := refInvFreq(c)
 	T := len(x)
 	h := make([][]float64, T)
 	for t := range T {
@@ -147,11 +176,21 @@ func (r *refModel) logProbs(x []int) []float64 {
 				q[t] = matVec(a, r.get(p+"self_attn.q_proj.weight"), opt(p+"self_attn.q_proj.bias"), H*dh, false)
 				k[t] = matVec(a, r.get(p+"self_attn.k_proj.weight"), opt(p+"self_attn.k_proj.bias"), KVH*dh, false)
 				v[t] = matVec(a, r.get(p+"self_attn.v_proj.weight"), opt(p+"self_attn.v_proj.bias"), KVH*dh, false)
+				// Qwen3: RMSNorm over each query and key head, then RoPE.
+				qn, kn := opt(p+"self_attn.q_norm.weight"), opt(p+"self_attn.k_norm.weight")
 				for hd := range H {
-					copy(q[t][hd*dh:], rope(q[t][hd*dh:(hd+1)*dh], t, c.RopeTheta))
+					head := q[t][hd*dh : (hd+1)*dh]
+					if qn != nil {
+						head = refNorm(head, qn, nil, c.NormEps, true)
+					}
+					copy(q[t][hd*dh:], rope(head, t, invFreq))
 				}
 				for hd := range KVH {
-					copy(k[t][hd*dh:], rope(k[t][hd*dh:(hd+1)*dh], t, c.RopeTheta))
+					head := k[t][hd*dh : (hd+1)*dh]
+					if kn != nil {
+						head = refNorm(head, kn, nil, c.NormEps, true)
+					}
+					copy(k[t][hd*dh:], rope(head, t, invFreq))
 				}
 			}
 		}

@@ -138,23 +138,31 @@ func checkOverwriteTarget(out string) error {
 	if filepath.Dir(target) == target {
 		return fmt.Errorf("train: --overwrite: refusing to empty %s, the root of a file system", out)
 	}
-	protected := map[string]string{}
+	type place struct{ dir, what string }
+	var protected []place
 	if home, err := os.UserHomeDir(); err == nil {
-		protected[home] = "the home directory"
+		protected = append(protected, place{home, "the home directory"})
 	}
 	if wd, err := os.Getwd(); err == nil {
-		protected[wd] = "the working directory"
+		protected = append(protected, place{wd, "the working directory"})
 	}
-	for dir, what := range protected {
-		p, err := realPath(dir)
-		if err != nil {
+	real := make([]string, len(protected))
+	for i, pl := range protected {
+		real[i], _ = realPath(pl.dir) // "" when it cannot be resolved
+	}
+	// Being a protected directory is the more telling reason, so it is
+	// checked for all of them before containing one.
+	for i, pl := range protected {
+		if real[i] != "" && real[i] == target {
+			return fmt.Errorf("train: --overwrite: refusing to empty %s, %s", out, pl.what)
+		}
+	}
+	for i, pl := range protected {
+		if real[i] == "" {
 			continue
 		}
-		if p == target {
-			return fmt.Errorf("train: --overwrite: refusing to empty %s, %s", out, what)
-		}
-		if rel, err := filepath.Rel(target, p); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return fmt.Errorf("train: --overwrite: refusing to empty %s, which contains %s (%s)", out, what, dir)
+		if rel, err := filepath.Rel(target, real[i]); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return fmt.Errorf("train: --overwrite: refusing to empty %s, which contains %s (%s)", out, pl.what, pl.dir)
 		}
 	}
 	return nil

@@ -1,5 +1,9 @@
 """PyTorch reference of hacrl's two model families (gpt and llama).
 
+The llama family also takes the Hugging Face variants hacrl loads (Qwen2's
+q/k/v biases, Qwen3's head_dim and q/k norms, Llama 3.x's llama3 rotary
+scaling); hf_logprobs.py builds one from a checkpoint directory.
+
 The math mirrors hacrl's Go engine (package model) so that the two can be
 timed against each other: same layers, same normalisation, same attention,
 same training step and the same KV-cache sampling loop. Everything is
@@ -41,6 +45,14 @@ class Config:
     act: str = "gelu"  # gpt MLP activation: "gelu" (exact erf), "gelu_new" (tanh) or "relu"
     tie: bool = False  # llama only: LM head shares the token embedding
     max_pos: int = 64  # positions the model can address
+    # llama only, the Hugging Face variants (Qwen2, Qwen3, Llama 3.x):
+    head_size: int = 0  # width of one head (HF head_dim); 0 means dim // heads
+    qk_norm: bool = False  # Qwen3: RMSNorm over each query and key head before RoPE
+    qkv_bias: bool = False  # biases on q, k and v (Qwen2; Llama's attention_bias)
+    o_bias: bool = False  # bias on o (Llama's and Qwen3's attention_bias)
+    norm_eps: float = NORM_EPS  # RMSNorm epsilon
+    rope_theta: float = ROPE_THETA
+    rope_scaling: dict = None  # None, or HF's {"rope_type": "llama3", "factor", ...}
 
     def validate(self):
         """Raise ValueError naming the first inconsistent field."""
@@ -49,13 +61,18 @@ class Config:
         for name in ("vocab", "dim", "layers", "heads", "kv_heads", "max_pos"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: want >= 1, got {getattr(self, name)}")
-        if self.dim % self.heads:
+        if self.head_size == 0 and self.dim % self.heads:
             raise ValueError(f"dim: {self.dim} is not a multiple of heads={self.heads}")
         if self.family == "llama":
             if self.heads % self.kv_heads:
                 raise ValueError(f"kv_heads: heads={self.heads} is not a multiple of kv_heads={self.kv_heads}")
-            if (self.dim // self.heads) % 2:
-                raise ValueError(f"dim: head size {self.dim // self.heads} must be even for rotary embeddings")
+            if self.head_dim % 2:
+                raise ValueError(f"head_size: head size {self.head_dim} must be even for rotary embeddings")
+            scaling = self.rope_scaling
+            if scaling is not None and scaling.get("rope_type", scaling.get("type")) not in ("llama3", "default"):
+                raise ValueError(f"rope_scaling: rope_type {scaling!r} is not supported")
+        elif self.head_size or self.qk_norm or self.qkv_bias or self.o_bias or self.rope_scaling:
+            raise ValueError("head_size, qk_norm, qkv_bias, o_bias and rope_scaling are llama options")
         if self.hidden < 0:
             raise ValueError(f"hidden: want >= 0, got {self.hidden}")
         if self.act not in ACTIVATIONS:
@@ -63,7 +80,7 @@ class Config:
 
     @property
     def head_dim(self):
-        return self.dim // self.heads
+        return self.head_size or self.dim // self.heads
 
     @property
     def cache_heads(self):
@@ -83,8 +100,9 @@ def expected_params(cfg):
     if cfg.family == "gpt":
         block = 2 * (2 * d) + (3 * d * d + 3 * d) + (d * d + d) + (4 * d * d + 4 * d) + (4 * d * d + d)
         return v * d + cfg.max_pos * d + L * block + 2 * d + d * v
-    kv = cfg.kv_heads * cfg.head_dim
-    block = 2 * d + d * d + 2 * d * kv + d * d + 3 * d * cfg.mlp_hidden
+    q, kv = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+    block = 2 * d + 2 * d * q + 2 * d * kv + 3 * d * cfg.mlp_hidden
+    block += (q + 2 * kv if cfg.qkv_bias else 0) + (d if cfg.o_bias else 0) + (2 * cfg.head_dim if cfg.qk_norm else 0)
     return v * d + L * block + d + (0 if cfg.tie else d * v)
 
 
@@ -187,12 +205,13 @@ class GPT(nn.Module):
 
 
 class RMSNorm(nn.Module):
-    def __init__(self, dim):
+    def __init__(self, dim, eps=NORM_EPS):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + NORM_EPS) * self.weight
+        return x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps) * self.weight
 
 
 def rotate_half(x):
@@ -200,9 +219,28 @@ def rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
-def rope_tables(max_pos, head_dim):
+def llama3_inv_freq(inv_freq, scaling):
+    """Llama 3.1's rescaled frequencies (HF rope_type "llama3"), in float32.
+
+    With wavelength w = 2*pi/f and L the original context: w < L/high_freq_factor
+    keeps f, w > L/low_freq_factor gives f/factor, and in between
+    s = (L/w - low)/(high - low) gives (1-s)*f/factor + s*f.
+    """
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    wave = 2 * math.pi / inv_freq
+    long_wave = wave > old / low
+    short_wave = wave < old / high
+    s = (old / wave - low) / (high - low)
+    between = (1 - s) * inv_freq / factor + s * inv_freq
+    return torch.where(short_wave, inv_freq, torch.where(long_wave, inv_freq / factor, between))
+
+
+def rope_tables(max_pos, head_dim, theta=ROPE_THETA, scaling=None):
     """cos and sin tables [max_pos, head_dim] in HF's concatenated-halves layout."""
-    inv_freq = 1.0 / (ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    if scaling is not None and scaling.get("rope_type", scaling.get("type")) == "llama3":
+        inv_freq = llama3_inv_freq(inv_freq, scaling)
     freqs = torch.outer(torch.arange(max_pos, dtype=torch.float32), inv_freq)
     emb = torch.cat((freqs, freqs), dim=-1)
     return emb.cos(), emb.sin()
@@ -211,15 +249,17 @@ def rope_tables(max_pos, head_dim):
 class LlamaBlock(nn.Module):
     def __init__(self, cfg, index):
         super().__init__()
-        d, kv = cfg.dim, cfg.kv_heads * cfg.head_dim
+        d, q, kv = cfg.dim, cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
         self.index = index
         self.heads, self.kv_heads = cfg.heads, cfg.kv_heads
-        self.attn_norm = RMSNorm(d)
-        self.q = nn.Linear(d, d, bias=False)
-        self.k = nn.Linear(d, kv, bias=False)
-        self.v = nn.Linear(d, kv, bias=False)
-        self.o = nn.Linear(d, d, bias=False)
-        self.mlp_norm = RMSNorm(d)
+        self.attn_norm = RMSNorm(d, cfg.norm_eps)
+        self.q = nn.Linear(d, q, bias=cfg.qkv_bias)
+        self.k = nn.Linear(d, kv, bias=cfg.qkv_bias)
+        self.v = nn.Linear(d, kv, bias=cfg.qkv_bias)
+        self.o = nn.Linear(q, d, bias=cfg.o_bias)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.norm_eps) if cfg.qk_norm else None
+        self.mlp_norm = RMSNorm(d, cfg.norm_eps)
         self.gate = nn.Linear(d, cfg.mlp_hidden, bias=False)
         self.up = nn.Linear(d, cfg.mlp_hidden, bias=False)
         self.down = nn.Linear(cfg.mlp_hidden, d, bias=False)
@@ -229,6 +269,8 @@ class LlamaBlock(nn.Module):
         q = split_heads(self.q(h), self.heads)
         k = split_heads(self.k(h), self.kv_heads)
         v = split_heads(self.v(h), self.kv_heads)
+        if self.q_norm is not None:  # per head, before the rotation
+            q, k = self.q_norm(q), self.k_norm(k)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         if cache is not None:
@@ -246,9 +288,9 @@ class Llama(nn.Module):
         self.cfg = cfg
         self.tok = nn.Embedding(cfg.vocab, cfg.dim)
         self.blocks = nn.ModuleList(LlamaBlock(cfg, i) for i in range(cfg.layers))
-        self.norm = RMSNorm(cfg.dim)
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.head = None if cfg.tie else nn.Linear(cfg.dim, cfg.vocab, bias=False)
-        cos, sin = rope_tables(cfg.max_pos, cfg.head_dim)
+        cos, sin = rope_tables(cfg.max_pos, cfg.head_dim, cfg.rope_theta, cfg.rope_scaling)
         self.register_buffer("cos", cos, persistent=False)
         self.register_buffer("sin", sin, persistent=False)
 

@@ -83,7 +83,7 @@ directory.
 
 Exit status:
   0    success (verify: equal)
-  1    failure (verify: not equal; verify --jsonl: a bad line; any error)
+  1    failure (verify: not equal; verify --jsonl, score: a bad line; any error)
   2    usage error: unknown command or flag, wrong arguments, bad flag value
   130  interrupted (SIGINT/SIGTERM; train saves a checkpoint first)`
 

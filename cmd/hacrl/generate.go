@@ -64,9 +64,9 @@ generation prompt (see hacrl prompt). --raw sends the text as it is,
 without a template or BOS token.
 
 Decoding is greedy unless --temperature is above 0, and stops at every
-stop token the agent declares (EOS, the template's end of turn, the
-checkpoint's generation_config.json ids) or after --max-new-tokens (the
-agent's by default). All prompts and --samples run as one batch; --seed
+stop token the agent declares (EOS, the template's end of turn and any
+others its checkpoint names), after --max-new-tokens (the agent's by
+default) or at the end of the model's context. All prompts and --samples run as one batch; --seed
 fixes the draws.
 
 Prints each response's text, or with --json one JSON line per (prompt,

@@ -279,6 +279,8 @@ func TestGeneratePromptSources(t *testing.T) {
 		{[]string{"--file", jl}, [][]int{a.Template.Prompt(a.Tok, "12+7="), withSystem.Prompt(a.Tok, "40-3=")}},
 		{[]string{"12+7=", "--raw"}, [][]int{a.Tok.Encode("12+7=")}},
 		{[]string{"40-3=", "--system", system}, [][]int{withSystem.Prompt(a.Tok, "40-3=")}},
+		// A prompt that starts with '-' is a prompt, not a flag.
+		{[]string{"-3+5=", "--max-new-tokens", "3"}, [][]int{a.Template.Prompt(a.Tok, "-3+5=")}},
 	}
 	for _, tt := range tests {
 		stdout, stderr, code := runHacrl(t, append([]string{"generate", dir, "--json", "--max-new-tokens", "4"}, tt.args...)...)

@@ -298,17 +298,26 @@ func PrepareTemplate(tmpl *tokenizer.Template, tokPath string, tok tokenizer.Tok
 	if err := tmpl.LoadChat(tokPath, tok); err != nil {
 		return err
 	}
+	return addGenerationStops(tmpl, tokPath, tok, m)
+}
+
+// addGenerationStops adds the end tokens of m's generation_config.json to
+// tmpl's stop tokens (nothing when m is nil or has none).
+func addGenerationStops(tmpl *tokenizer.Template, tokPath string, tok tokenizer.Tokenizer, m *model.Model) error {
 	if m == nil {
 		return nil
 	}
-	if gen, ok := m.GenerationConfig(); ok {
-		for _, id := range gen.EOSTokenIDs {
-			if id < 0 || id >= tok.VocabSize() {
-				return fmt.Errorf("generation_config.json: eos_token_id %d is not a token of %s (%d tokens)", id, tokPath, tok.VocabSize())
-			}
-			if !slices.Contains(tmpl.ExtraStops, id) {
-				tmpl.ExtraStops = append(tmpl.ExtraStops, id)
-			}
+	gen, ok := m.GenerationConfig()
+	if !ok {
+		return nil
+	}
+	tmpl.ExtraStops = slices.Clone(tmpl.ExtraStops)
+	for _, id := range gen.EOSTokenIDs {
+		if id < 0 || id >= tok.VocabSize() {
+			return fmt.Errorf("generation_config.json: eos_token_id %d is not a token of %s (%d tokens)", id, tokPath, tok.VocabSize())
+		}
+		if !slices.Contains(tmpl.ExtraStops, id) {
+			tmpl.ExtraStops = append(tmpl.ExtraStops, id)
 		}
 	}
 	return nil

@@ -83,7 +83,7 @@ directory.
 
 Exit status:
   0    success (verify: equal)
-  1    failure (verify: not equal; verify --jsonl: a bad line; any error)
+  1    failure (verify: not equal; verify --jsonl, score: a bad line; any error)
   2    usage error: unknown command or flag, wrong arguments, bad flag value
   130  interrupted (SIGINT/SIGTERM; train saves a checkpoint first)`
 
@@ -114,7 +114,8 @@ func rootCmd() *cobra.Command {
 		},
 	}
 	root.PersistentFlags().StringVar(&data, "data", "", "shared data directory, holding benchmarks/ and train/ (default: see hacrl help)")
-	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd(), rolloutsCmd())
+	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd(), rolloutsCmd(),
+		generateCmd(), scoreCmd(), promptCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr{err.Error()} })
 	usageErrors(root)
 	return root

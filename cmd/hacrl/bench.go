@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"time"
 
@@ -90,7 +89,7 @@ same fields; bench/compare.sh runs both.`,
 			}
 			res["threads"] = runtime.GOMAXPROCS(0)
 			res["backend"] = backend.Choose(backendCfg)
-			return json.NewEncoder(os.Stdout).Encode(res)
+			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
 	}
 	f := cmd.Flags()

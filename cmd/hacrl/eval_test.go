@@ -21,7 +21,7 @@ var shippedAgent = filepath.Join("..", "..", "examples", "agents", "gpt-char")
 func runEval(t *testing.T, args ...string) (map[string]any, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := execute(context.Background(), append([]string{"eval"}, args...), &out, &errOut)
+	code := execute(context.Background(), append([]string{"eval"}, args...), strings.NewReader(""), &out, &errOut)
 	var res map[string]any
 	if code == 0 {
 		if jerr := json.Unmarshal(out.Bytes(), &res); jerr != nil {
@@ -141,5 +141,26 @@ func TestEvalTemplateFromCheckpoint(t *testing.T) {
 	// The agent learned plain prompts: the template changes its answers.
 	if res["greedy_acc"] == plain["greedy_acc"] {
 		t.Errorf("greedy accuracy %v with either template; the template did not reach the prompts", res["greedy_acc"])
+	}
+}
+
+// verify writes through the command's streams, so it runs in process:
+// answers on the command line and a JSONL stream from standard input.
+func TestVerifyInProcess(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		stdin      string
+		code       int
+		wantStdout string
+	}{
+		{[]string{"verify", "-3", "-3"}, "", 0, "equal\n"},
+		{[]string{"verify", `\frac{1}{2}`, "0.6"}, "", 1, "not equal\n"},
+		{[]string{"verify", "--jsonl", "-"}, `{"answer":"0.5","reference":"\\frac12"}` + "\n", 0, `{"answer":"0.5","reference":"\\frac12","equal":true}` + "\n"},
+	} {
+		var out, errOut bytes.Buffer
+		code := execute(context.Background(), tc.args, strings.NewReader(tc.stdin), &out, &errOut)
+		if code != tc.code || out.String() != tc.wantStdout {
+			t.Errorf("%v: exit %d, stdout %q (stderr %q); want %d, %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.wantStdout)
+		}
 	}
 }

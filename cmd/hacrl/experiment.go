@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/hacrl/hacrl/experiment"
@@ -33,7 +32,7 @@ curves in OUT/plots. --report-only rebuilds the report from finished cells.`,
 			}
 			t0 := time.Now()
 			if !reportOnly {
-				r := &experiment.Runner{Log: os.Stderr}
+				r := &experiment.Runner{Log: cmd.ErrOrStderr()}
 				if err := r.Run(cmd.Context(), c); err != nil {
 					return err
 				}
@@ -47,7 +46,7 @@ curves in OUT/plots. --report-only rebuilds the report from finished cells.`,
 				return err
 			}
 			fmt.Print(md)
-			fmt.Fprintf(os.Stderr, "report: %s/report.md · results: %s/results.json · wall time %s\n", c.Out, c.Out, time.Since(t0).Round(time.Second))
+			fmt.Fprintf(cmd.ErrOrStderr(), "report: %s/report.md · results: %s/results.json · wall time %s\n", c.Out, c.Out, time.Since(t0).Round(time.Second))
 			return nil
 		},
 	}

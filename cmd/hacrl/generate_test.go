@@ -30,7 +30,7 @@ var lookAgents = []string{
 func runHacrl(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := execute(context.Background(), args, &out, &errOut)
+	code := execute(context.Background(), args, strings.NewReader(""), &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 

@@ -38,15 +38,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aborted")
 		os.Exit(130)
 	}()
-	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// execute runs hacrl with args and returns its exit status: 0 on success,
+// execute runs hacrl with args (and the given standard streams) and returns its exit status: 0 on success,
 // the status a command asked for (exitCode), 2 for a usage error (with a
 // pointer to the command's help on stderr), 130 when ctx was cancelled and 1
 // for any other error.
-func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := rootCmd()
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetArgs(positionalNumbers(root, args))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/train"
@@ -36,7 +35,7 @@ examples/agents/<name> replaces a shipped agent deliberately.`,
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("config %s: %w", args[0], err)
 			}
-			res, err := train.SFT(cmd.Context(), cfg, os.Stderr)
+			res, err := train.SFT(cmd.Context(), cfg, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

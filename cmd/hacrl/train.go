@@ -79,19 +79,19 @@ files, and never the working or the home directory).`,
 				return err
 			}
 			defer run.Close()
-			fmt.Fprint(os.Stderr, run.Plan())
+			fmt.Fprint(cmd.ErrOrStderr(), run.Plan())
 			sum, err := run.Train(cmd.Context())
 			if sum != nil {
 				fmt.Print(sum)
 			}
 			if errors.Is(err, train.ErrInterrupted) {
-				fmt.Fprintf(os.Stderr, "interrupted after step %d; checkpoint saved in %s (continue with --resume)\n", sum.Steps, cfg.Out)
+				fmt.Fprintf(cmd.ErrOrStderr(), "interrupted after step %d; checkpoint saved in %s (continue with --resume)\n", sum.Steps, cfg.Out)
 				return exitCode(130)
 			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "metrics: %s/metrics.jsonl · final agents: %s/final\n", cfg.Out, cfg.Out)
+			fmt.Fprintf(cmd.ErrOrStderr(), "metrics: %s/metrics.jsonl · final agents: %s/final\n", cfg.Out, cfg.Out)
 			return nil
 		},
 	}

@@ -31,7 +31,7 @@ line number and the others go on (exit status 1 if any line was bad).`,
 				if len(args) != 0 {
 					return usage("--jsonl takes no positional arguments, got %d", len(args))
 				}
-				in := os.Stdin
+				in := cmd.InOrStdin()
 				if jsonl != "-" {
 					f, err := os.Open(jsonl)
 					if err != nil {
@@ -40,8 +40,8 @@ line number and the others go on (exit status 1 if any line was bad).`,
 					defer f.Close()
 					in = f
 				}
-				w := bufio.NewWriter(os.Stdout)
-				sum, err := verify.VerifyJSONL(cmd.Context(), in, w, os.Stderr)
+				w := bufio.NewWriter(cmd.OutOrStdout())
+				sum, err := verify.VerifyJSONL(cmd.Context(), in, w, cmd.ErrOrStderr())
 				if ferr := w.Flush(); err == nil {
 					err = ferr
 				}
@@ -57,10 +57,10 @@ line number and the others go on (exit status 1 if any line was bad).`,
 				return usage("want ANSWER REFERENCE, or --jsonl FILE; got %d arguments", len(args))
 			}
 			if verify.EqualAnswer(args[0], args[1]) {
-				fmt.Println("equal")
+				fmt.Fprintln(cmd.OutOrStdout(), "equal")
 				return nil
 			}
-			fmt.Println("not equal")
+			fmt.Fprintln(cmd.OutOrStdout(), "not equal")
 			return exitCode(1)
 		},
 	}

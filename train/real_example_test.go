@@ -28,7 +28,8 @@ const realExample = "../examples/real/qwen3-llama32-math.yaml"
 // stand-ins of Qwen3-0.6B and Llama-3.2-1B-Instruct (hfstandin: the
 // published configs with two layers and narrower widths, bfloat16 shards,
 // generation_config.json, the real tokenizers and chat templates), changing
-// only sizes: the checkpoints' own templates render the paper's prompt,
+// only sizes and the training reward (see below): the checkpoints' own
+// templates render the paper's prompt,
 // sampling stops at every end token the checkpoints declare, each agent
 // learns from the other's responses re-tokenized by its own tokenizer, both
 // are evaluated on MATH-500 and GSM8K, and OUT/final/<agent> is a Hugging

@@ -474,6 +474,11 @@ type EvalSet struct {
 	// MaxNewTokens is the longest response in tokens; 0 takes each agent's
 	// sampling.max_new_tokens.
 	MaxNewTokens int `yaml:"max_new_tokens,omitempty" json:"max_new_tokens,omitempty"`
+	// PromptSuffix is appended to every question of a benchmark or dataset
+	// set, after a space, as dataset.prompt_suffix is to training questions
+	// (the paper evaluates with its \boxed{} instruction too); not with
+	// split, whose questions already carry dataset.prompt_suffix.
+	PromptSuffix string `yaml:"prompt_suffix,omitempty" json:"prompt_suffix,omitempty"`
 }
 
 // Checkpoint is the checkpoint schedule.
@@ -760,6 +765,9 @@ func (c *Config) validate(lines map[string]int) error {
 		}
 		if s.Samples > 0 && !(s.Temperature > 0 && !math.IsInf(s.Temperature, 0)) {
 			bad(p+".temperature", "must be > 0 for samples (greedy accuracy is measured anyway), got %g", s.Temperature)
+		}
+		if s.PromptSuffix != "" && s.Split != "" {
+			bad(p+".prompt_suffix", "only with benchmark or dataset: a split's questions carry dataset.prompt_suffix")
 		}
 		if s.MaxNewTokens < 0 {
 			bad(p+".max_new_tokens", "must be >= 0 (0 = the agent's), got %d", s.MaxNewTokens)

@@ -93,6 +93,7 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite (line 6): must be skip or stop, got "ignore"`},
 		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine (line 6): must be auto, native or graph, got "gpu"`},
 		{"several errors", "steps: 10", "steps: -1\nengine: gpu", "steps (line 5): must be >= 0, got -1\nengine (line 6)"},
+		{"eval prompt_suffix with a split", "problems: 50}", "problems: 50, prompt_suffix: Answer.}", "eval.sets[0].prompt_suffix (line 22): only with benchmark or dataset"},
 		{"negative rollouts.every", "steps: 10", "steps: 10\nrollouts: {every: -1}", "rollouts.every (line 6): must be >= 0 (0 = off), got -1"},
 		{"unknown rollouts key", "steps: 10", "steps: 10\nrollouts: {each: 2}", "rollouts.each (line"},
 	}

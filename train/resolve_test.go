@@ -49,7 +49,9 @@ checkpoint: {every: 0}
 func TestResolveRoundTrip(t *testing.T) {
 	t.Chdir("..")
 	paths, err := filepath.Glob("examples/*.yaml")
-	if err != nil || len(paths) == 0 {
+	real, _ := filepath.Glob("examples/real/*.yaml")
+	paths = append(paths, real...)
+	if err != nil || len(paths) == 0 || len(real) == 0 {
 		t.Fatalf("no example configs: %v", err)
 	}
 	configs := map[string]*config.Config{}

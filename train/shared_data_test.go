@@ -1,6 +1,8 @@
 package train
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -43,5 +45,36 @@ func TestDatasetByName(t *testing.T) {
 				t.Errorf("first problem %+v", p)
 			}
 		})
+	}
+}
+
+// An evaluation set's prompt_suffix ends every question of a benchmark or
+// a dataset file, and leaves the reference answers alone.
+func TestEvalPromptSuffix(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "probs.jsonl")
+	if err := os.WriteFile(path, []byte(`{"question": "What is 1+1?", "answer": "2"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &config.Config{Eval: config.Eval{Sets: []config.EvalSet{
+		{Name: "gsm8k", Benchmark: "gsm8k", Problems: 3, PromptSuffix: dataset.MathSuffix},
+		{Name: "file", Dataset: path, PromptSuffix: "Answer briefly."},
+		{Name: "plain", Benchmark: "gsm8k", Problems: 3},
+	}}}
+	sets, err := buildEvalSets(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, suffix := range []string{" " + dataset.MathSuffix, " Answer briefly.", ""} {
+		for _, p := range sets[i].problems {
+			if !strings.HasSuffix(p.Question, suffix) || p.Answer == "" {
+				t.Errorf("set %s: problem %+v, want a question ending %q", cfg.Eval.Sets[i].Name, p, suffix)
+			}
+		}
+	}
+	if q := sets[2].problems[0].Question; strings.Contains(q, dataset.MathSuffix) || sets[0].problems[0].Question != q+" "+dataset.MathSuffix {
+		t.Errorf("with and without the suffix: %q and %q", sets[0].problems[0].Question, q)
+	}
+	if sets[1].problems[0].Question != "What is 1+1? Answer briefly." {
+		t.Errorf("dataset question %q", sets[1].problems[0].Question)
 	}
 }

@@ -107,9 +107,15 @@ func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
 		var err error
 		switch {
 		case sc.Benchmark != "":
-			es.task, err = dataset.Benchmark(sc.Benchmark)
+			var d *dataset.Dataset
+			if d, err = dataset.Benchmark(sc.Benchmark); err == nil {
+				es.task = d
+				if sc.PromptSuffix != "" {
+					es.task = d.WithSuffix(sc.PromptSuffix)
+				}
+			}
 		case sc.Dataset != "":
-			es.task, err = DatasetTask(sc.Dataset, dataset.Options{}, "", task.Test)
+			es.task, err = DatasetTask(sc.Dataset, dataset.Options{}, sc.PromptSuffix, task.Test)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("eval.sets[%d]: %w", i, err)

@@ -21,10 +21,10 @@ import (
 
 func evalCmd() *cobra.Command {
 	var (
-		set, backendCfg, template string
-		problems, samples, maxNew int
-		temperature               float64
-		seed                      int64
+		set, backendCfg, template, suffix string
+		problems, samples, maxNew         int
+		temperature                       float64
+		seed                              int64
 	)
 	cmd := &cobra.Command{
 		Use:   "eval CHECKPOINT --set NAME",
@@ -74,6 +74,9 @@ exits with status 2.`,
 			split := task.Test
 			switch {
 			case set == "test" || set == "train":
+				if suffix != "" {
+					return usage("--prompt-suffix applies to a benchmark or a dataset file, not to the %s split of a generated task", set)
+				}
 				if meta.Task == nil {
 					return fmt.Errorf("--set %s: %s/agent.json names no task; give a benchmark name or a dataset file", set, dir)
 				}
@@ -91,8 +94,11 @@ exits with status 2.`,
 					fmt.Fprintf(cmd.ErrOrStderr(), "hacrl eval: %s: %d records without a reference answer left out\n", set, d.Skipped())
 				}
 				t = d
+				if suffix != "" {
+					t = d.WithSuffix(suffix)
+				}
 			default:
-				if t, err = train.DatasetTask(set, dataset.Options{}, "", task.Test); err != nil {
+				if t, err = train.DatasetTask(set, dataset.Options{}, suffix, task.Test); err != nil {
 					return err
 				}
 			}
@@ -147,6 +153,7 @@ exits with status 2.`,
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature for --samples (0: greedy)")
 	f.IntVar(&maxNew, "max-new-tokens", 0, "response length limit (default: the agent's)")
 	f.StringVar(&template, "template", "", "override the agent's prompt template (plain, chat or hf)")
+	f.StringVar(&suffix, "prompt-suffix", "", `appended to every question of a benchmark or dataset, as the paper's "Let's think step by step and output the final answer within \boxed{}."`)
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
 	return cmd

@@ -164,3 +164,24 @@ func TestVerifyInProcess(t *testing.T) {
 		}
 	}
 }
+
+// --prompt-suffix is appended to a dataset's questions: a suffix that makes
+// the prompts longer than the agent's context is refused as too long,
+// while the same set without it evaluates; on a generated task's split it
+// is a usage error.
+func TestEvalPromptSuffix(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sums.jsonl")
+	if err := os.WriteFile(file, []byte("{\"question\": \"12+30\", \"answer\": \"42\"}\n{\"question\": \"7+5\", \"answer\": \"12\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runEval(t, shippedAgent, "--set", file); code != 0 {
+		t.Fatalf("without a suffix: exit %d, %s", code, stderr)
+	}
+	long := strings.Repeat(" Think step by step.", 4)
+	if _, stderr, code := runEval(t, shippedAgent, "--set", file, "--prompt-suffix", long); code != 1 || !strings.Contains(stderr, "exceeds the model's context") {
+		t.Errorf("with a long suffix: exit %d, %s; want the prompts refused as too long", code, stderr)
+	}
+	if _, stderr, code := runEval(t, shippedAgent, "--set", "test", "--problems", "2", "--prompt-suffix", "x"); code != 2 || !strings.Contains(stderr, "--prompt-suffix applies to a benchmark or a dataset") {
+		t.Errorf("suffix on a task split: exit %d, %s", code, stderr)
+	}
+}

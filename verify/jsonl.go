@@ -1,12 +1,15 @@
 package verify
 
 import (
+	"strconv"
+
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/hacrl/hacrl/internal/jsonobj"
 	"io"
 )
 
@@ -70,27 +73,21 @@ func VerifyJSONL(ctx context.Context, r io.Reader, w io.Writer, errw io.Writer) 
 	return sum, nil
 }
 
-// field is one member of a JSON object, kept as its original text.
-type field struct {
-	key string
-	raw json.RawMessage
-}
-
 // verifyLine checks one JSON object and returns it re-encoded with "equal".
 func verifyLine(line []byte) ([]byte, bool, error) {
-	fields, err := decodeObject(line)
+	fields, err := jsonobj.Decode(line)
 	if err != nil {
 		return nil, false, err
 	}
 	var answer, reference *string
 	for _, f := range fields {
-		switch f.key {
+		switch f.Key {
 		case "answer", "reference":
-			s, err := scalarText(f.raw)
+			s, err := scalarText(f.Raw)
 			if err != nil {
-				return nil, false, fmt.Errorf("field %q: %w", f.key, err)
+				return nil, false, fmt.Errorf("field %q: %w", f.Key, err)
 			}
-			if f.key == "answer" {
+			if f.Key == "answer" {
 				answer = &s
 			} else {
 				reference = &s
@@ -101,59 +98,7 @@ func verifyLine(line []byte) ([]byte, bool, error) {
 		return nil, false, errors.New(`expected fields "answer" and "reference"`)
 	}
 	eq := EqualAnswer(*answer, *reference)
-	var b bytes.Buffer
-	b.WriteByte('{')
-	n := 0
-	for _, f := range fields {
-		if f.key == "equal" {
-			continue
-		}
-		if n > 0 {
-			b.WriteByte(',')
-		}
-		key, _ := json.Marshal(f.key)
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(f.raw)
-		n++
-	}
-	if n > 0 {
-		b.WriteByte(',')
-	}
-	fmt.Fprintf(&b, `"equal":%t}`+"\n", eq)
-	return b.Bytes(), eq, nil
-}
-
-// decodeObject decodes a JSON object into its members in order.
-func decodeObject(data []byte) ([]field, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("expected a JSON object")
-	}
-	var fields []field
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
-		key := tok.(string) // object keys are always strings
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("invalid JSON in field %q: %w", key, err)
-		}
-		fields = append(fields, field{key, raw})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing data after the JSON object")
-	}
-	return fields, nil
+	return jsonobj.Line(fields, jsonobj.Field{Key: "equal", Raw: strconv.AppendBool(nil, eq)}), eq, nil
 }
 
 // scalarText returns a JSON string's value or a JSON number's literal text.

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/internal/jsonobj"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/train"
 	"github.com/spf13/cobra"
@@ -116,14 +117,8 @@ standard output.
 
 // scoreLine is one good input line: its fields in order and its sequence.
 type scoreLine struct {
-	fields []jsonField
+	fields []jsonobj.Field
 	seq    model.Sequence
-}
-
-// jsonField is one member of a JSON object, kept as its original text.
-type jsonField struct {
-	key string
-	raw json.RawMessage
 }
 
 // readScoreLines reads every line, reporting each bad one to errw as
@@ -153,19 +148,12 @@ func readScoreLines(r io.Reader, a *train.Agent, raw bool, errw io.Writer) (line
 // parseScoreLine reads one line into a sequence agent a can score.
 func parseScoreLine(line []byte, a *train.Agent, raw bool) (scoreLine, error) {
 	l := scoreLine{}
-	fields, err := decodeFields(line)
+	fields, err := jsonobj.Decode(line)
 	if err != nil {
 		return l, err
 	}
 	l.fields = fields
-	get := func(key string) json.RawMessage {
-		for _, f := range fields {
-			if f.key == key {
-				return f.raw
-			}
-		}
-		return nil
-	}
+	get := func(key string) json.RawMessage { return jsonobj.Get(fields, key) }
 	text := func(key string) (string, error) {
 		var s string
 		if err := json.Unmarshal(get(key), &s); err != nil {
@@ -245,55 +233,11 @@ func checkSequence(s model.Sequence, c model.Config) error {
 	return nil
 }
 
-// decodeFields decodes a JSON object into its members, in order.
-func decodeFields(data []byte) ([]jsonField, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("expected a JSON object")
-	}
-	var fields []jsonField
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("invalid JSON in field %q: %w", tok, err)
-		}
-		fields = append(fields, jsonField{tok.(string), raw})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("more than one JSON value on the line")
-	}
-	return fields, nil
-}
-
 // withScores re-encodes a line's fields with "logprobs" and "sum_logprob"
 // (replacing any it had), as one line.
-func withScores(fields []jsonField, lp []float32) []byte {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for _, f := range fields {
-		if f.key == "logprobs" || f.key == "sum_logprob" {
-			continue
-		}
-		key, _ := json.Marshal(f.key)
-		b.Write(key)
-		b.WriteByte(':')
-		b.Write(f.raw)
-		b.WriteByte(',')
-	}
+func withScores(fields []jsonobj.Field, lp []float32) []byte {
 	lps, _ := json.Marshal(lp)
-	fmt.Fprintf(&b, `"logprobs":%s,"sum_logprob":%s}`+"\n", lps, jsonFloat(sumLogProbs(lp)))
-	return b.Bytes()
+	return jsonobj.Line(fields, jsonobj.Field{Key: "logprobs", Raw: lps}, jsonobj.Field{Key: "sum_logprob", Raw: jsonFloat(sumLogProbs(lp))})
 }
 
 func jsonFloat(v float64) []byte {

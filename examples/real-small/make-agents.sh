@@ -36,13 +36,19 @@ installed() {
 }
 if ! installed; then
   echo "installing the pinned tokenizer packages in $npmdir (npm ci)" >&2
-  # The same lock file as internal/npmtest: one install at a time.
-  flock "$npmdir/node_modules.lock" sh -c "cd '$npmdir' && npm ci --no-audit --no-fund"
+  if command -v flock >/dev/null; then
+    # The same lock file as internal/npmtest: one install at a time.
+    flock "$npmdir/node_modules.lock" sh -c "cd '$npmdir' && npm ci --no-audit --no-fund"
+  else
+    (cd "$npmdir" && npm ci --no-audit --no-fund)
+  fi
 fi
 
 hacrl=${HACRL:-}
 if [ -z "$hacrl" ]; then
-  hacrl=$(mktemp -d)/hacrl
+  bin=$(mktemp -d)
+  trap 'rm -rf "$bin"' EXIT
+  hacrl=$bin/hacrl
   go build -o "$hacrl" ./cmd/hacrl
 fi
 for f in examples/real-small/sft/*.yaml; do

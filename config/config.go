@@ -361,6 +361,39 @@ type NewModel struct {
 	TieEmbeddings bool `yaml:"tie_embeddings,omitempty" json:"tie_embeddings,omitempty"`
 	// Seed draws the initial weights.
 	Seed int64 `yaml:"seed,omitempty" json:"seed,omitempty"`
+	// ModelType is the Hugging Face model_type of a llama-family model:
+	// llama, qwen2 or qwen3 (qwen3 adds per-head RMSNorms on queries and
+	// keys, q_norm and k_norm).
+	ModelType string `yaml:"model_type,omitempty" json:"model_type,omitempty" derived:"gpt: gpt2; llama: llama"`
+	// HeadDim is the width of one attention head (llama family); it may
+	// differ from dim/heads, as Qwen3's 128 does.
+	HeadDim int `yaml:"head_dim,omitempty" json:"head_dim,omitempty" derived:"dim/heads"`
+	// RopeTheta is the rotary base (llama family), such as Qwen3's 1000000
+	// or Llama 3's 500000.
+	RopeTheta float64 `yaml:"rope_theta,omitempty" json:"rope_theta,omitempty" derived:"llama: 10000"`
+	// RopeScaling rescales the rotary frequencies as Llama 3.1 and 3.2 do
+	// (llama family).
+	RopeScaling *RopeScaling `yaml:"rope_scaling,omitempty" json:"rope_scaling,omitempty"`
+}
+
+// RopeScaling is Hugging Face's rope_scaling of rope_type llama3: with
+// wavelength λ of a rotary frequency and L = original_max_position_embeddings,
+// frequencies of λ > L/low_freq_factor are divided by factor, those of
+// λ < L/high_freq_factor are kept, and those between are interpolated.
+type RopeScaling struct {
+	// RopeType is the kind of scaling; only llama3 is supported.
+	RopeType string `yaml:"rope_type,omitempty" json:"rope_type,omitempty"`
+	// Factor divides the low frequencies (> 0; Llama 3.2: 32).
+	Factor float64 `yaml:"factor,omitempty" json:"factor,omitempty"`
+	// LowFreqFactor sets the wavelength L/low_freq_factor above which
+	// frequencies are divided by factor (> 0; Llama 3.2: 1).
+	LowFreqFactor float64 `yaml:"low_freq_factor,omitempty" json:"low_freq_factor,omitempty"`
+	// HighFreqFactor sets the wavelength L/high_freq_factor below which
+	// frequencies are kept (> low_freq_factor; Llama 3.2: 4).
+	HighFreqFactor float64 `yaml:"high_freq_factor,omitempty" json:"high_freq_factor,omitempty"`
+	// OriginalMaxPositionEmbeddings is L, the context length the
+	// frequencies were made for (> 0; Llama 3.2: 8192).
+	OriginalMaxPositionEmbeddings int `yaml:"original_max_position_embeddings,omitempty" json:"original_max_position_embeddings,omitempty"`
 }
 
 // Template is the prompt template.
@@ -835,9 +868,10 @@ func validateModel(path string, m *NewModel, bad badFunc) {
 	}
 	if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 {
 		bad(path, "dim, layers and heads must be > 0")
-	} else if m.Dim%m.Heads != 0 {
-		bad(path+".heads", "must divide dim (%d), got %d", m.Dim, m.Heads)
+	} else if m.HeadDim == 0 && m.Dim%m.Heads != 0 {
+		bad(path+".heads", "must divide dim (%d), got %d (or set head_dim)", m.Dim, m.Heads)
 	}
+	validateLlamaOptions(path, m, bad)
 	if m.KVHeads <= 0 || (m.Heads > 0 && m.Heads%m.KVHeads != 0) {
 		bad(path+".kv_heads", "must divide heads (%d), got %d", m.Heads, m.KVHeads)
 	}
@@ -846,6 +880,46 @@ func validateModel(path string, m *NewModel, bad badFunc) {
 	}
 	if m.MaxSeq <= 0 {
 		bad(path+".max_seq", "must be > 0, got %d", m.MaxSeq)
+	}
+}
+
+// validateLlamaOptions checks a new model's llama-family options:
+// model_type, head_dim, rope_theta and rope_scaling.
+func validateLlamaOptions(path string, m *NewModel, bad badFunc) {
+	if m.Family != "llama" {
+		for _, o := range []struct {
+			key string
+			set bool
+		}{{"model_type", m.ModelType != ""}, {"head_dim", m.HeadDim != 0}, {"rope_theta", m.RopeTheta != 0}, {"rope_scaling", m.RopeScaling != nil}} {
+			if o.set {
+				bad(path+"."+o.key, "applies to family llama only, not %q", m.Family)
+			}
+		}
+		return
+	}
+	if m.ModelType != "" && m.ModelType != "llama" && m.ModelType != "qwen2" && m.ModelType != "qwen3" {
+		bad(path+".model_type", "must be llama, qwen2 or qwen3, got %q", m.ModelType)
+	}
+	if m.HeadDim < 0 || m.HeadDim%2 != 0 {
+		bad(path+".head_dim", "must be even and > 0 (rotary positions), got %d", m.HeadDim)
+	}
+	if m.RopeTheta < 0 {
+		bad(path+".rope_theta", "must be > 0, got %g", m.RopeTheta)
+	}
+	if s := m.RopeScaling; s != nil {
+		p := path + ".rope_scaling"
+		switch {
+		case s.RopeType != "llama3":
+			bad(p+".rope_type", "must be llama3, got %q", s.RopeType)
+		case !(s.Factor > 0):
+			bad(p+".factor", "must be > 0, got %g", s.Factor)
+		case !(s.LowFreqFactor > 0):
+			bad(p+".low_freq_factor", "must be > 0, got %g", s.LowFreqFactor)
+		case !(s.HighFreqFactor > s.LowFreqFactor):
+			bad(p+".high_freq_factor", "must be > low_freq_factor (%g), got %g", s.LowFreqFactor, s.HighFreqFactor)
+		case s.OriginalMaxPositionEmbeddings <= 0:
+			bad(p+".original_max_position_embeddings", "must be > 0, got %d", s.OriginalMaxPositionEmbeddings)
+		}
 	}
 }
 

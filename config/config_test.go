@@ -272,6 +272,15 @@ optimizer: {lr: 0.001}
 		{"zero eval problems", "steps: 10", "steps: 10\neval: {problems: 0}", "eval.problems (line 8): must not be 0; leave the key out for the default (200)"},
 		{"fractional steps", "steps: 10", "steps: 10.5", `steps (line 7): cannot read "10.5" as an integer`},
 		{"no examples", "examples: 100", "", "examples: required for a generated task"},
+		{"qwen3 with head_dim", "heads: 4, max_seq: 64}", "heads: 3, max_seq: 64, model_type: qwen3, head_dim: 16, rope_theta: 1000000}", ""},
+		{"llama3 rope scaling", "max_seq: 64}", "max_seq: 64, rope_scaling: {rope_type: llama3, factor: 32, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16}}", ""},
+		{"bad model_type", "max_seq: 64}", "max_seq: 64, model_type: mistral}", `model.model_type (line 3): must be llama, qwen2 or qwen3, got "mistral"`},
+		{"odd head_dim", "max_seq: 64}", "max_seq: 64, head_dim: 7}", "model.head_dim (line 3): must be even and > 0 (rotary positions), got 7"},
+		{"heads without head_dim", "heads: 4", "heads: 5", "(or set head_dim)"},
+		{"bad rope_type", "max_seq: 64}", "max_seq: 64, rope_scaling: {rope_type: yarn, factor: 4, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16}}", `model.rope_scaling.rope_type (line 3): must be llama3, got "yarn"`},
+		{"bad high_freq_factor", "max_seq: 64}", "max_seq: 64, rope_scaling: {rope_type: llama3, factor: 4, low_freq_factor: 2, high_freq_factor: 1, original_max_position_embeddings: 16}}", "model.rope_scaling.high_freq_factor (line 3): must be > low_freq_factor (2), got 1"},
+		{"no original max positions", "max_seq: 64}", "max_seq: 64, rope_scaling: {rope_type: llama3, factor: 4, low_freq_factor: 1, high_freq_factor: 4}}", "model.rope_scaling.original_max_position_embeddings (line 3): must be > 0, got 0"},
+		{"llama option on gpt", "family: llama", "family: gpt, head_dim: 8", `model.head_dim (line 3): applies to family llama only, not "gpt"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "sft.yaml")
@@ -283,7 +292,7 @@ optimizer: {lr: 0.001}
 				if err != nil {
 					t.Fatal(err)
 				}
-				if s.Model.KVHeads != 4 || s.Model.Hidden != LlamaHidden(32) || s.BatchSize != 32 || *s.Optimizer.WeightDecay != 0.01 {
+				if s.Model.KVHeads != s.Model.Heads || s.Model.Hidden != LlamaHidden(32) || s.BatchSize != 32 || *s.Optimizer.WeightDecay != 0.01 {
 					t.Errorf("defaults not applied: %+v %+v", s.Model, s.Optimizer)
 				}
 				return

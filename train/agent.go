@@ -260,7 +260,21 @@ func newModelConfig(m *config.NewModel, tok tokenizer.Tokenizer) model.Config {
 		TieEmbeddings: m.TieEmbeddings,
 		BOS:           sp.BOS,
 		EOS:           sp.EOS,
+		ModelType:     m.ModelType,
+		HeadSize:      m.HeadDim,
+		RopeTheta:     m.RopeTheta,
+		QKNorm:        m.ModelType == "qwen3",
+		RopeScaling:   ropeScaling(m.RopeScaling),
 	}
+}
+
+// ropeScaling is the engine's form of a config's rope_scaling; nil for none.
+func ropeScaling(s *config.RopeScaling) *model.RopeScaling {
+	if s == nil {
+		return nil
+	}
+	return &model.RopeScaling{Type: s.RopeType, Factor: s.Factor, LowFreqFactor: s.LowFreqFactor,
+		HighFreqFactor: s.HighFreqFactor, OriginalMaxPos: s.OriginalMaxPositionEmbeddings}
 }
 
 // saveAgent writes the agent's model, tokenizer and optimizer state into dir

@@ -10,7 +10,7 @@ import (
 
 func sftCmd() *cobra.Command {
 	var out string
-	var steps int
+	var steps, evalProblems int
 	cmd := &cobra.Command{
 		Use:   "sft CONFIG",
 		Short: "Supervised warm start of one agent on a task's worked solutions or a dataset",
@@ -32,6 +32,9 @@ examples/agents/<name> replaces a shipped agent deliberately.`,
 			if cmd.Flags().Changed("steps") {
 				cfg.Steps = steps
 			}
+			if cmd.Flags().Changed("eval-problems") {
+				cfg.Eval.Problems = evalProblems
+			}
 			if err := cfg.Validate(); err != nil {
 				return fmt.Errorf("config %s: %w", args[0], err)
 			}
@@ -49,5 +52,6 @@ examples/agents/<name> replaces a shipped agent deliberately.`,
 	}
 	cmd.Flags().StringVar(&out, "out", "", "checkpoint directory (overrides the config)")
 	cmd.Flags().IntVar(&steps, "steps", 0, "training steps (overrides the config)")
+	cmd.Flags().IntVar(&evalProblems, "eval-problems", 0, "test problems of the greedy evaluation (overrides eval.problems)")
 	return cmd
 }

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/dataset"
-	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/task"
 	"github.com/hacrl/hacrl/tokenizer"
 	"github.com/hacrl/hacrl/train"
@@ -46,78 +44,25 @@ exits with status 2.`,
 				return err
 			}
 			dir := args[0]
-			meta, err := train.ReadMeta(dir)
+			saved, err := train.LoadSaved(dir, train.TemplateChoice{Kind: template})
 			if err != nil {
 				return err
 			}
-			if template != "" && template != meta.Template.Kind {
-				fmt.Fprintf(cmd.ErrOrStderr(), "hacrl eval: --template %s replaces the checkpoint's %s\n", template, meta.Template.Kind)
-				meta.Template.Kind = template
+			if template != "" && template != saved.Meta.Template.Kind {
+				fmt.Fprintf(cmd.ErrOrStderr(), "hacrl eval: --template %s replaces the checkpoint's %s\n", template, saved.Meta.Template.Kind)
+			}
+			t, probs, err := evalProblems(cmd, saved.Meta, set, suffix, problems)
+			if err != nil {
+				return err
 			}
 			b, err := backend.New(backend.Choose(backendCfg))
 			if err != nil {
 				return err
 			}
-			m, err := model.Load(b, dir)
+			a, err := saved.Agent(b)
 			if err != nil {
 				return err
 			}
-			tokPath := filepath.Join(dir, "tokenizer.json")
-			tok, err := tokenizer.Load(tokPath)
-			if err != nil {
-				return err
-			}
-			if err := train.CheckVocab(tok, tokPath, m); err != nil {
-				return err
-			}
-			var t task.Task
-			split := task.Test
-			switch {
-			case set == "test" || set == "train":
-				if suffix != "" {
-					return usage("--prompt-suffix applies to a benchmark or a dataset file, not to the %s split of a generated task", set)
-				}
-				if meta.Task == nil {
-					return fmt.Errorf("--set %s: %s/agent.json names no task; give a benchmark name or a dataset file", set, dir)
-				}
-				tc := &config.Config{Task: meta.Task}
-				if t, err = train.BuildTask(tc); err != nil {
-					return err
-				}
-				split = task.Split(set)
-			case isBenchmark(set):
-				d, err := dataset.Benchmark(set)
-				if err != nil {
-					return err
-				}
-				if d.Skipped() > 0 {
-					fmt.Fprintf(cmd.ErrOrStderr(), "hacrl eval: %s: %d records without a reference answer left out\n", set, d.Skipped())
-				}
-				t = d
-				if suffix != "" {
-					t = d.WithSuffix(suffix)
-				}
-			default:
-				if t, err = train.DatasetTask(set, dataset.Options{}, suffix, task.Test); err != nil {
-					return err
-				}
-			}
-			n, finite := task.Len(t, split)
-			if problems > 0 && (!finite || problems < n) {
-				n = problems
-			} else if !finite {
-				return usage("--problems is required for the %s split of the generated task %s", split, t.Name())
-			}
-			probs := make([]task.Problem, n)
-			for i := range probs {
-				probs[i] = t.Problem(split, i)
-			}
-			a := &train.Agent{Name: meta.Name, Model: m, Tok: tok, Template: tokenizer.Template{Kind: meta.Template.Kind, System: meta.Template.System, Vars: meta.Template.Vars}}
-			if err := train.PrepareTemplate(&a.Template, tokPath, tok, m); err != nil {
-				return err
-			}
-			a.Sampling = model.SampleOptions{MaxNewTokens: meta.Sampling.MaxNewTokens, Temperature: 1, TopP: meta.Sampling.TopP, TopK: meta.Sampling.TopK,
-				Stop: a.Template.StopTokens(tok), Vocab: tok.VocabSize()}
 			if maxNew > 0 {
 				a.Sampling.MaxNewTokens = maxNew
 			}
@@ -140,7 +85,7 @@ exits with status 2.`,
 			for _, k := range keys {
 				out[k] = res.Values[k]
 			}
-			out["sampling"] = map[string]any{"temperature": temperature, "samples": samples, "max_new_tokens": a.Sampling.MaxNewTokens, "template": meta.Template.Kind, "seed": seed}
+			out["sampling"] = map[string]any{"temperature": temperature, "samples": samples, "max_new_tokens": a.Sampling.MaxNewTokens, "template": a.Template.Kind, "seed": seed}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			enc.SetIndent("", "  ")
 			return enc.Encode(out)
@@ -187,4 +132,54 @@ func isBenchmark(name string) bool {
 		}
 	}
 	return false
+}
+
+// evalProblems returns the task and the problems --set names: a split of the
+// generated task in the agent's agent.json, a shared data set, or a dataset
+// file, the latter two with suffix after every question.
+func evalProblems(cmd *cobra.Command, meta train.Meta, set, suffix string, problems int) (task.Task, []task.Problem, error) {
+	var t task.Task
+	split := task.Test
+	switch {
+	case set == "test" || set == "train":
+		if suffix != "" {
+			return nil, nil, usage("--prompt-suffix applies to a benchmark or a dataset file, not to the %s split of a generated task", set)
+		}
+		if meta.Task == nil {
+			return nil, nil, fmt.Errorf("--set %s: the checkpoint's agent.json names no task; give a benchmark name or a dataset file", set)
+		}
+		var err error
+		if t, err = train.BuildTask(&config.Config{Task: meta.Task}); err != nil {
+			return nil, nil, err
+		}
+		split = task.Split(set)
+	case isBenchmark(set):
+		d, err := dataset.Benchmark(set)
+		if err != nil {
+			return nil, nil, err
+		}
+		if d.Skipped() > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "hacrl eval: %s: %d records without a reference answer left out\n", set, d.Skipped())
+		}
+		t = d
+		if suffix != "" {
+			t = d.WithSuffix(suffix)
+		}
+	default:
+		var err error
+		if t, err = train.DatasetTask(set, dataset.Options{}, suffix, task.Test); err != nil {
+			return nil, nil, err
+		}
+	}
+	n, finite := task.Len(t, split)
+	if problems > 0 && (!finite || problems < n) {
+		n = problems
+	} else if !finite {
+		return nil, nil, usage("--problems is required for the %s split of the generated task %s", split, t.Name())
+	}
+	probs := make([]task.Problem, n)
+	for i := range probs {
+		probs[i] = t.Problem(split, i)
+	}
+	return t, probs, nil
 }

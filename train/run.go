@@ -145,31 +145,59 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 			r.lock.Release()
 		}
 	}()
-	t, err := BuildTask(cfg)
+	if err := r.buildInputs(); err != nil {
+		return nil, err
+	}
+	ckpt, err := r.loadAgents(opts.Resume)
 	if err != nil {
 		return nil, err
+	}
+	if ckpt != nil && r.start >= cfg.Steps {
+		// Nothing to train: leave OUT as it is (see Train).
+		r.complete = true
+		return r, nil
+	}
+	// Setup succeeded: from here on the run writes into OUT.
+	if err := r.claimOut(opts.Overwrite, ckpt != nil); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// buildInputs makes what the agents train and are evaluated on: the task
+// and its training problems, the external reward if any, the evaluation
+// sets, and the compute backend.
+func (r *Run) buildInputs() error {
+	cfg := r.cfg
+	t, err := BuildTask(cfg)
+	if err != nil {
+		return err
 	}
 	source := "task " + t.Name()
 	if cfg.Dataset != nil {
 		source = "dataset " + cfg.Dataset.Path
 	}
 	if r.data, err = newProblems(t, r.seed, source); err != nil {
-		return nil, err
+		return err
 	}
-	if r.reward, err = newRewardClient(cfg, obs); err != nil {
-		return nil, err
+	if r.reward, err = newRewardClient(cfg, r.obs); err != nil {
+		return err
 	}
 	if r.evals, err = buildEvalSets(cfg, t); err != nil {
-		return nil, err
+		return err
 	}
-	b, err := backend.New(backend.Choose(cfg.Backend))
-	if err != nil {
-		return nil, err
-	}
-	r.backend = b
-	withRef := algo.KLCoef > 0
+	r.backend, err = backend.New(backend.Choose(cfg.Backend))
+	return err
+}
+
+// loadAgents loads every agent and, when resuming, the latest intact
+// checkpoint over them (nil when there is none); then checks that every
+// training and evaluation prompt fits each agent, gives each its frozen
+// reference (when the KL term is on) and its engine. It writes nothing.
+func (r *Run) loadAgents(resume bool) (*loaded, error) {
+	cfg := r.cfg
 	for i, ac := range cfg.Agents {
-		a, err := loadAgent(b, i, ac, false, obs.Log)
+		a, err := loadAgent(r.backend, i, ac, false, r.obs.Log)
 		if err != nil {
 			return nil, err
 		}
@@ -177,18 +205,20 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 		r.agents = append(r.agents, a)
 	}
 	var ckpt *loaded
-	if opts.Resume {
+	if resume {
+		var err error
 		if ckpt, err = r.findCheckpoint(); err != nil {
 			return nil, err
 		}
 		if ckpt == nil {
-			obs.Log(fmt.Sprintf("no checkpoint in %s: starting from step 0", cfg.Out))
+			r.obs.Log(fmt.Sprintf("no checkpoint in %s: starting from step 0", cfg.Out))
 		}
 	}
 	if ckpt != nil {
 		r.restore(ckpt)
 	} else {
-		if r.tracker, err = hacpo.NewCapabilityTracker(len(r.agents), algo.Capability); err != nil {
+		var err error
+		if r.tracker, err = hacpo.NewCapabilityTracker(len(r.agents), r.algo.Capability); err != nil {
 			return nil, err
 		}
 	}
@@ -198,8 +228,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	if err := r.checkEvalFits(); err != nil {
 		return nil, err
 	}
-	if withRef {
-		if err := r.setupReferences(b, ckpt != nil); err != nil {
+	if r.algo.KLCoef > 0 {
+		if err := r.setupReferences(r.backend, ckpt != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -213,36 +243,38 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 			a.Ref.SetEngine(engine)
 		}
 	}
-	if ckpt != nil && r.start >= cfg.Steps {
-		// Nothing to train: leave OUT as it is (see Train).
-		r.complete = true
-		return r, nil
-	}
-	// Setup succeeded: from here on the run writes into OUT.
-	if opts.Overwrite {
+	return ckpt, nil
+}
+
+// claimOut writes the run's start into OUT, once setup has succeeded:
+// empties it for --overwrite, sets damaged checkpoints aside, saves the
+// reference models of a fresh run and the resolved config, drops rollout
+// logs and metrics after the step the run starts from, and opens the
+// metrics.
+func (r *Run) claimOut(overwrite, resumed bool) error {
+	cfg := r.cfg
+	if overwrite {
 		if err := clearOut(cfg.Out); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := r.setAsideDamaged(); err != nil {
-		return nil, err
+		return err
 	}
-	if withRef && ckpt == nil {
+	if r.algo.KLCoef > 0 && !resumed {
 		if err := r.saveReferences(); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := writeResolvedConfig(cfg); err != nil {
-		return nil, err
+		return err
 	}
 	if err := rollout.PruneLogs(cfg.Out, r.start); err != nil {
-		return nil, err
+		return err
 	}
+	var err error
 	r.metrics, err = metrics.Open(cfg.Out, r.start)
-	if err != nil {
-		return nil, err
-	}
-	return r, nil
+	return err
 }
 
 // lockOut creates OUT, takes its lock and checks that the run may use it: a

@@ -145,35 +145,7 @@ gives for the same prompt_ids and response_ids.
 			if err != nil {
 				return err
 			}
-			w := bufio.NewWriter(cmd.OutOrStdout())
-			for k, smp := range samples {
-				i := k / n
-				rec := genRecord{Index: i, Sample: k % n, Messages: inputs[i].Messages, PromptIDs: prompts[i],
-					Response: responseText(a.Tok, smp), ResponseIDs: smp.Tokens, Stop: "length"}
-				if rec.ResponseIDs == nil {
-					rec.ResponseIDs = []int{}
-				}
-				if inputs[i].Messages == nil {
-					rec.Prompt = &inputs[i].Prompt
-				}
-				if smp.Stopped {
-					rec.Stop = "eos"
-				}
-				if logprobs {
-					rec.LogProbs = smp.LogProbs
-					sum := sumLogProbs(smp.LogProbs)
-					rec.SumLogProb = &sum
-				}
-				if asJSN {
-					err = writeJSONLine(w, rec)
-				} else {
-					err = writeHuman(w, a.Tok, rec, len(samples) > 1)
-				}
-				if err != nil {
-					return err
-				}
-			}
-			return w.Flush()
+			return writeSamples(cmd.OutOrStdout(), a, inputs, prompts, samples, n, logprobs, asJSN)
 		},
 	}
 	fl := cmd.Flags()
@@ -190,6 +162,41 @@ gives for the same prompt_ids and response_ids.
 	fl.BoolVar(&asJSN, "json", false, "print one JSON line per (prompt, sample)")
 	fl.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
 	return cmd
+}
+
+// writeSamples prints generate's results: for each prompt its n samples, as
+// text or (asJSON) one JSON line each, with the log-probs when asked.
+func writeSamples(out io.Writer, a *train.Agent, inputs []genInput, prompts [][]int, samples []model.Sample, n int, logprobs, asJSON bool) error {
+	w := bufio.NewWriter(out)
+	for k, smp := range samples {
+		i := k / n
+		rec := genRecord{Index: i, Sample: k % n, Messages: inputs[i].Messages, PromptIDs: prompts[i],
+			Response: responseText(a.Tok, smp), ResponseIDs: smp.Tokens, Stop: "length"}
+		if rec.ResponseIDs == nil {
+			rec.ResponseIDs = []int{}
+		}
+		if inputs[i].Messages == nil {
+			rec.Prompt = &inputs[i].Prompt
+		}
+		if smp.Stopped {
+			rec.Stop = "eos"
+		}
+		if logprobs {
+			rec.LogProbs = smp.LogProbs
+			sum := sumLogProbs(smp.LogProbs)
+			rec.SumLogProb = &sum
+		}
+		var err error
+		if asJSON {
+			err = writeJSONLine(w, rec)
+		} else {
+			err = writeHuman(w, a.Tok, rec, len(samples) > 1)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return w.Flush()
 }
 
 // readPromptFile reads generate's --file: a .jsonl file of {"prompt"} or

@@ -92,8 +92,8 @@ def ratio(g, t, key):
 
 
 print("| config | params | train tok/s Go | train tok/s torch | Go/torch | sample tok/s Go | sample tok/s torch | Go/torch "
-      "| final loss Go / torch |")
-print("|---|---|---|---|---|---|---|---|---|")
+      "| peak RSS MB Go / torch | final loss Go / torch |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 errors = []
 versions = set()
 for i, label in enumerate(labels):
@@ -112,7 +112,7 @@ for i, label in enumerate(labels):
     print(f"| {label} | {params if params is not None else '–'} | {num(g, 'train_tokens_per_s')} | "
           f"{num(t, 'train_tokens_per_s')} | {ratio(g, t, 'train_tokens_per_s')} | "
           f"{num(g, 'sample_tokens_per_s')} | {num(t, 'sample_tokens_per_s')} | {ratio(g, t, 'sample_tokens_per_s')} | "
-          f"{loss(g)} / {loss(t)} |")
+          f"{num(g, 'peak_rss_mb')} / {num(t, 'peak_rss_mb')} | {loss(g)} / {loss(t)} |")
 if versions:
     print(f"\n{'; '.join(sorted(versions))}.")
 if errors:

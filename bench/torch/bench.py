@@ -10,6 +10,7 @@ tokens) and sample_tokens_per_s (temperature-1 sampling with a KV cache).
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -226,7 +227,12 @@ def main(argv=None):
             print(f"FAIL {f}", file=sys.stderr)
         print("bench.py --check:", "FAIL" if failures else "ok", file=sys.stderr)
         return 1 if failures else 0
-    print(json.dumps(benchmark(args, torch, model)), flush=True)
+    res = benchmark(args, torch, model)
+    # Peak resident memory of the whole process, as hacrl bench engine reports
+    # it (ru_maxrss is in KiB on Linux, bytes on macOS).
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    res["peak_rss_mb"] = round(peak / (1 << 20) if sys.platform == "darwin" else peak / (1 << 10))
+    print(json.dumps(res), flush=True)
     return 0
 
 

@@ -89,6 +89,7 @@ same fields; bench/compare.sh runs both.`,
 			}
 			res["threads"] = runtime.GOMAXPROCS(0)
 			res["backend"] = backend.Choose(backendCfg)
+			res["peak_rss_mb"] = math.Round(peakRSSMB())
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
 	}

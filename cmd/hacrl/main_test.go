@@ -300,3 +300,28 @@ func TestPositionalNumbers(t *testing.T) {
 		}
 	}
 }
+
+// bench engine reports the process's peak resident memory, and it grows
+// with the model: a 12.8M-parameter embedding (51 MB of float32 weights,
+// plus gradient and AdamW moments) adds at least its weights' size.
+func TestBenchPeakMemory(t *testing.T) {
+	bin := hacrlBin(t)
+	peak := func(vocab string) float64 {
+		args := []string{"bench", "engine", "--vocab", vocab, "--dim", "32", "--layers", "1", "--heads", "2", "--kv-heads", "2",
+			"--seq", "8", "--batch", "2", "--steps", "1", "--warmup", "0", "--sample-runs", "1", "--threads", "1"}
+		r := run(t, bin, "", "", nil, args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, r.code, r.stderr)
+		}
+		vals := jsonValues(t, r.stdout)
+		mb, ok := vals[0]["peak_rss_mb"].(float64)
+		if len(vals) != 1 || !ok || mb <= 0 {
+			t.Fatalf("%v: peak_rss_mb missing or not positive in %v", args, vals)
+		}
+		return mb
+	}
+	small, large := peak("32"), peak("400000")
+	if weights := 400000.0 * 32 * 4 / (1 << 20); large-small < weights {
+		t.Errorf("peak_rss_mb %v with a 400000-token vocabulary, %v with 32: the difference is below the embedding's %.0f MB", large, small, weights)
+	}
+}

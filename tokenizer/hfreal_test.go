@@ -2,12 +2,10 @@ package tokenizer
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -90,26 +88,8 @@ type hfResult struct {
 // runHFJS runs testdata/npm/hf.js on a request.
 func runHFJS(t *testing.T, dir string, encode []hfEncode, render []hfRender) hfResult {
 	t.Helper()
-	req, err := json.Marshal(map[string]any{"encode": encode, "render": render})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqPath := filepath.Join(t.TempDir(), "request.json")
-	if err := os.WriteFile(reqPath, req, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("node", "hf.js", reqPath)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node hf.js: %v\n%s", err, stderr.String())
-	}
 	var res hfResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("node hf.js output: %v", err)
-	}
+	npmtest.Run(t, dir, "hf.js", map[string]any{"encode": encode, "render": render}, &res)
 	if len(res.Encode) != len(encode) || len(res.Render) != len(render) {
 		t.Fatalf("node hf.js returned %d/%d results for %d/%d requests", len(res.Encode), len(res.Render), len(encode), len(render))
 	}

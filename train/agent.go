@@ -263,7 +263,6 @@ func newModelConfig(m *config.NewModel, tok tokenizer.Tokenizer) model.Config {
 		ModelType:     m.ModelType,
 		HeadSize:      m.HeadDim,
 		RopeTheta:     m.RopeTheta,
-		QKNorm:        m.ModelType == "qwen3",
 		RopeScaling:   ropeScaling(m.RopeScaling),
 	}
 }

@@ -43,20 +43,11 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 		if a.Template.Kind != "" || a.Checkpoint == "" {
 			continue
 		}
-		meta, err := ReadMeta(a.Checkpoint)
+		t, _, err := AgentTemplate(a.Template, a.Checkpoint)
 		if err != nil {
 			return nil, fmt.Errorf("agents[%d] (%s): %w", i, a.Name, err)
 		}
-		a.Template.Kind = meta.Template.Kind
-		if a.Template.Kind == "" {
-			a.Template.Kind = "plain"
-		}
-		if a.Template.System == "" {
-			a.Template.System = meta.Template.System
-		}
-		if len(a.Template.Vars) == 0 {
-			a.Template.Vars = meta.Template.Vars
-		}
+		a.Template.Kind, a.Template.System, a.Template.Vars = t.Kind, t.System, t.Vars
 	}
 	if r.Backend == "" {
 		r.Backend = backend.Default

@@ -22,6 +22,12 @@ import (
 // explicitly (see checkExplicit); a field whose zero value is a meaning of
 // its own (temperature 0: greedy; max_grad_norm 0: no clipping) is a pointer.
 
+// FillDefaults sets every unset field of *v, a config struct (such as an
+// Agent or Optimizer built in code rather than parsed), that has a default
+// tag to the tag's value, recursively: what Parse does for the keys a file
+// leaves out. Pointers inside *v that are already set are filled in place.
+func FillDefaults[T any](v *T) { fillDefaults(reflect.ValueOf(v).Elem()) }
+
 // fillDefaults sets every unset field of v (a struct, or what holds structs)
 // that has a default tag to the tag's value, recursively.
 func fillDefaults(v reflect.Value) {

@@ -140,6 +140,7 @@ func (a *Agent) MaxResponse() int { return a.Sampling.MaxNewTokens }
 // is compiled from the tokenizer_config.json beside the tokenizer); log receives
 // notes for the user.
 func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func(string)) (*Agent, error) {
+	config.FillDefaults(&ac) // a config built in code, not parsed
 	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
 	tmpl, note, err := AgentTemplate(ac.Template, ac.Checkpoint)
 	if err != nil {
@@ -182,13 +183,9 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
 	a.Template = tmpl
-	temp := 1.0 // sampling.temperature's default, for a config built in code
-	if ac.Sampling.Temperature != nil {
-		temp = *ac.Sampling.Temperature
-	}
 	a.Sampling = model.SampleOptions{
 		MaxNewTokens: ac.Sampling.MaxNewTokens,
-		Temperature:  temp,
+		Temperature:  *ac.Sampling.Temperature,
 		TopP:         ac.Sampling.TopP,
 		TopK:         ac.Sampling.TopK,
 		Stop:         a.Template.StopTokens(tok),
@@ -223,23 +220,17 @@ func CheckVocab(tok tokenizer.Tokenizer, tokPath string, m *model.Model) error {
 	return nil
 }
 
-// optimizerConfig is the engine's optimizer for o. Unset pointer fields (in
-// a config built in code) take the config defaults.
+// optimizerConfig is the engine's optimizer for o; unset fields (in a
+// config built in code) take the config's defaults.
 func optimizerConfig(o config.Optimizer) model.OptimizerConfig {
-	decay, maxNorm := 0.01, 1.0
-	if o.WeightDecay != nil {
-		decay = *o.WeightDecay
-	}
-	if o.MaxGradNorm != nil {
-		maxNorm = *o.MaxGradNorm
-	}
+	config.FillDefaults(&o)
 	return model.OptimizerConfig{
 		LearningRate: o.LR,
-		WeightDecay:  decay,
+		WeightDecay:  *o.WeightDecay,
 		Beta1:        o.Beta1,
 		Beta2:        o.Beta2,
 		Epsilon:      o.Epsilon,
-		MaxGradNorm:  maxNorm,
+		MaxGradNorm:  *o.MaxGradNorm,
 	}
 }
 

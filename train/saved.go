@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/gomlx/compute"
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
 )
@@ -84,13 +85,11 @@ func (s *Saved) Agent(b compute.Backend) (*Agent, error) {
 	if err := addGenerationStops(&tmpl, s.TokPath, s.Tok, m); err != nil {
 		return nil, err
 	}
-	temp := 1.0
-	if s.Meta.Sampling.Temperature != nil {
-		temp = *s.Meta.Sampling.Temperature
-	}
+	smp := s.Meta.Sampling
+	config.FillDefaults(&smp) // an agent.json may leave settings out
 	a := &Agent{Name: s.Meta.Name, Model: m, Tok: s.Tok, Template: tmpl, Task: s.Meta.Task,
-		Sampling: model.SampleOptions{MaxNewTokens: s.Meta.Sampling.MaxNewTokens, Temperature: temp,
-			TopP: s.Meta.Sampling.TopP, TopK: s.Meta.Sampling.TopK, Stop: tmpl.StopTokens(s.Tok), Vocab: s.Tok.VocabSize()}}
+		Sampling: model.SampleOptions{MaxNewTokens: smp.MaxNewTokens, Temperature: *smp.Temperature,
+			TopP: smp.TopP, TopK: smp.TopK, Stop: tmpl.StopTokens(s.Tok), Vocab: s.Tok.VocabSize()}}
 	if len(a.Sampling.Stop) == 0 {
 		return nil, fmt.Errorf("%s: tokenizer %s has no EOS token to end responses with", s.Dir, s.TokPath)
 	}

@@ -111,10 +111,10 @@ func listRollouts(w io.Writer, out string, asJSON bool) error {
 // showRollouts prints one step's log.
 func showRollouts(w io.Writer, out string, o rolloutsOptions) error {
 	if o.step < 1 {
-		return fmt.Errorf("--step: steps count from 1, got %d", o.step)
+		return usage("--step: steps count from 1, got %d", o.step)
 	}
 	if o.limit < 0 {
-		return fmt.Errorf("--limit: must be >= 0 (0 = all), got %d", o.limit)
+		return usage("--limit: must be >= 0 (0 = all), got %d", o.limit)
 	}
 	path := rollout.LogPath(out, o.step)
 	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {

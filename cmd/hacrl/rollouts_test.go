@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -179,6 +180,10 @@ func TestRolloutsCommand(t *testing.T) {
 		}
 		if stdout != "" {
 			t.Errorf("rollouts %v failed but printed %q", tc.args, stdout)
+		}
+		// A flag value out of range is a usage error (exit status 2).
+		if isUsage := errors.As(err, &usageErr{}); isUsage != (strings.Contains(tc.want, "--step:") || strings.Contains(tc.want, "--limit:")) {
+			t.Errorf("rollouts %v: usage error %v, want one only for --step and --limit out of range", tc.args, isUsage)
 		}
 	}
 	// A bad line in the middle: the file and the line number.

@@ -11,7 +11,6 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
-	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/hacrl/hacrl/safetensors"
@@ -89,7 +88,9 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 	} else if err := os.Remove(genPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("model: save: %w", err) // another model's end tokens must not stay
 	}
-	_, err := safetensors.WriteSharded(dir, "model", m.entries(m.snapshot(), "", stDType), safetensors.ShardOptions{
+	m.mu.RLock() // Apply waits until the weights are written
+	defer m.mu.RUnlock()
+	_, err := safetensors.WriteSharded(dir, "model", m.entries(m.host, m.params, "", stDType), safetensors.ShardOptions{
 		MaxShardSize: opts.MaxShardSize, Metadata: map[string]string{"format": "pt"},
 		AlwaysIndex: true, // optimizer.safetensors may sit beside: vLLM would load it as weights without an index
 	})
@@ -101,14 +102,25 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 
 // entries returns one safetensors entry per parameter, in parameter order
 // (layer by layer, as a PyTorch state dict), named prefix + its Hugging
-// Face name and encoded as dtype only when the writer reaches it.
-func (m *Model) entries(values []*tensors.Tensor, prefix, dtype string) []safetensors.Entry {
-	out := make([]safetensors.Entry, len(values))
+// Face name and encoded as dtype only when the writer reaches it. The
+// values come from flat (the host layout, which is the files') when it is
+// not nil, else from the tensors.
+func (m *Model) entries(flat []float32, values []*tensors.Tensor, prefix, dtype string) []safetensors.Entry {
+	out := make([]safetensors.Entry, len(m.specs))
+	var views [][]float32
+	if flat != nil {
+		views = flatViews(m.specs, flat)
+	}
 	for i, s := range m.specs {
 		out[i] = safetensors.Entry{Name: prefix + s.name, DType: dtype, Shape: s.fileShape(), Data: func() ([]byte, error) {
-			v := float32s(values[i])
-			if s.transposed {
-				v = transpose(v, s.shape[0], s.shape[1])
+			var v []float32
+			if views != nil {
+				v = views[i]
+			} else {
+				v = float32s(values[i])
+				if s.transposed {
+					v = transpose(v, s.shape[0], s.shape[1])
+				}
 			}
 			t, err := safetensors.FromFloat32As(dtype, s.fileShape(), v)
 			return t.Data, err
@@ -143,7 +155,7 @@ func Load(b compute.Backend, dir string) (*Model, error) {
 		return nil, err
 	}
 	defer w.Close()
-	values, err := decodeParams(w, m.specs, func(name string) []string {
+	m.host, err = decodeParams(w, m.specs, func(name string) []string {
 		if cfg.Family == "gpt" {
 			return []string{name, "transformer." + name}
 		}
@@ -152,7 +164,6 @@ func Load(b compute.Backend, dir string) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	copy(m.params, values)
 	return m, nil
 }
 
@@ -182,14 +193,16 @@ func openWeights(dir string) (*safetensors.Files, error) {
 	return w, nil
 }
 
-// decodeParams reads one tensor per spec from w into a new float32 tensor,
-// looking each up under the names aliases returns for the spec's name. It
-// streams each tensor's values from its file in chunks, converting them
-// and transposing torch.nn.Linear weights on the way, so no tensor is held
-// twice.
-func decodeParams(w *safetensors.Files, specs []paramSpec, aliases func(string) []string) ([]*tensors.Tensor, error) {
-	out := make([]*tensors.Tensor, len(specs))
-	for i, s := range specs {
+// decodeParams reads one tensor per spec from w into a new flat float32
+// buffer in the host layout (host.go, the files' own), looking each up
+// under the names aliases returns for the spec's name. It streams each
+// tensor's values from its file in chunks, converting them on the way, so
+// no tensor is held twice.
+func decodeParams(w *safetensors.Files, specs []paramSpec, aliases func(string) []string) ([]float32, error) {
+	_, total := flatLayout(specs)
+	flat := make([]float32, total)
+	for i, dst := range flatViews(specs, flat) {
+		s := specs[i]
 		var f *safetensors.File
 		name := aliases(s.name)[0]
 		for _, alias := range aliases(s.name) {
@@ -215,34 +228,18 @@ func decodeParams(w *safetensors.Files, specs []paramSpec, aliases func(string) 
 		default:
 			return nil, fmt.Errorf("model: load %s: tensor %q: dtype %s, want F32, BF16, F16 or F64", f.Path(), name, dtype)
 		}
-		t := tensors.FromShape(shapes.Make(dtypes.Float32, s.shape...))
-		var err error
-		tensors.MustMutableFlatData(t, func(dst []float32) {
-			rows, cols := s.fileShape()[0], 1
-			if len(s.fileShape()) == 2 {
-				cols = s.fileShape()[1]
+		err := f.Float32Chunks(name, func(first int, chunk []float32) error {
+			if err := checkFinite(chunk, first); err != nil {
+				return err
 			}
-			err = f.Float32Chunks(name, func(first int, chunk []float32) error {
-				if err := checkFinite(chunk, first); err != nil {
-					return err
-				}
-				if !s.transposed {
-					copy(dst[first:], chunk)
-					return nil
-				}
-				for k, x := range chunk { // file [rows, cols] → memory [cols, rows]
-					r, c := (first+k)/cols, (first+k)%cols
-					dst[c*rows+r] = x
-				}
-				return nil
-			})
+			copy(dst[first:], chunk)
+			return nil
 		})
 		if err != nil {
 			return nil, fmt.Errorf("model: load %s: tensor %q: %w", f.Path(), name, err)
 		}
-		out[i] = t
 	}
-	return out, nil
+	return flat, nil
 }
 
 // checkFinite reports the first NaN or infinite value of v, whose first
@@ -285,7 +282,17 @@ func (t *Trainer) SaveState(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("model: save optimizer state: %w", err)
 	}
-	all := append(t.m.entries(t.mom, momentPrefix, "F32"), t.m.entries(t.vel, velocityPrefix, "F32")...)
+	var all []safetensors.Entry
+	switch {
+	case t.hostMom != nil:
+		all = append(t.m.entries(t.hostMom, nil, momentPrefix, "F32"), t.m.entries(t.hostVel, nil, velocityPrefix, "F32")...)
+	case t.mom != nil:
+		all = append(t.m.entries(nil, t.mom, momentPrefix, "F32"), t.m.entries(nil, t.vel, velocityPrefix, "F32")...)
+	default: // before the first step: zero moments
+		_, total := flatLayout(t.m.specs)
+		zeros := make([]float32, total)
+		all = append(t.m.entries(zeros, nil, momentPrefix, "F32"), t.m.entries(zeros, nil, velocityPrefix, "F32")...)
+	}
 	meta := map[string]string{
 		stepKey: strconv.FormatInt(t.step, 10),
 		"beta1": fmt.Sprint(t.opt.Beta1), "beta2": fmt.Sprint(t.opt.Beta2), "epsilon": fmt.Sprint(t.opt.Epsilon),
@@ -322,6 +329,7 @@ func (t *Trainer) LoadState(dir string) error {
 	if err != nil {
 		return err
 	}
-	t.mom, t.vel, t.step, t.acc, t.hostAcc = mom, vel, step, nil, nil
+	t.hostMom, t.hostVel, t.mom, t.vel, t.step = mom, vel, nil, nil, step
+	t.acc, t.hostAcc, t.pending = nil, nil, false
 	return nil
 }

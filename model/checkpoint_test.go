@@ -11,7 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/hacrl/hacrl/safetensors"
 )
@@ -25,7 +24,7 @@ func rounded(t *testing.T, m *Model, dtype string) *Model {
 		t.Fatal(err)
 	}
 	for i, s := range c.specs {
-		x, err := safetensors.FromFloat32As(dtype, s.shape, float32s(c.params[i]))
+		x, err := safetensors.FromFloat32As(dtype, s.shape, c.param32(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,7 +32,7 @@ func rounded(t *testing.T, m *Model, dtype string) *Model {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.params[i] = tensors.FromFlatDataAndDimensions(v, s.shape...)
+		c.setParam32(i, v)
 	}
 	return c
 }
@@ -42,7 +41,7 @@ func rounded(t *testing.T, m *Model, dtype string) *Model {
 func sameBits(t *testing.T, what string, a, b *Model) {
 	t.Helper()
 	for i, s := range a.specs {
-		x, y := float32s(a.params[i]), float32s(b.params[i])
+		x, y := a.param32(i), b.param32(i)
 		for j := range x {
 			if x[j] != y[j] || (x[j] == 0 && (1/x[j] > 0) != (1/y[j] > 0)) {
 				t.Fatalf("%s: %s[%d] = %v, want %v", what, s.name, j, y[j], x[j])

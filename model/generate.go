@@ -174,7 +174,7 @@ func (m *Model) native() bool {
 // nativeRun decodes on the host (native.go) with a cache of the slots the
 // longest prompt and steps new tokens need.
 func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error) {
-	dec, err := m.decoder()
+	dec, release, err := m.decoder()
 	if err != nil {
 		return decodeRun{}, err
 	}
@@ -203,7 +203,7 @@ func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error
 			}
 			return scatter(rows, dec.forward(cache, rows, one[:len(rows)])), nil
 		},
-		done: func() { m.arenas.put(ar) },
+		done: func() { m.arenas.put(ar); release() },
 	}, nil
 }
 

@@ -22,17 +22,26 @@ const maxCompiledShapes = 512
 // NaN or an infinity; the step is then not applied.
 var ErrNonFinite = errors.New("model: non-finite gradient")
 
-// Model is one decoder-only transformer: its config and its parameters,
-// which live on the backend. Score and Generate may run concurrently; a
-// Trainer's Apply swaps in new parameters between them.
+// Model is one decoder-only transformer: its config and its parameters.
+// Score and Generate may run concurrently; a Trainer's Apply updates the
+// parameters between them.
+//
+// A float32 model holds one copy of its parameters: on the host (host, the
+// native engine's, updated in place by Apply) or as backend tensors
+// (params, the graphs'); the first pass of the other engine moves them
+// (see host.go). A float64 model always holds tensors.
 type Model struct {
 	cfg     Config
 	backend compute.Backend
 	dtype   dtypes.DType
 	specs   []paramSpec
 
+	// mu guards params, host and dec: a native pass holds it shared for the
+	// whole pass, Apply and a move between host and tensors exclusively.
 	mu     sync.RWMutex
-	params []*tensors.Tensor
+	params []*tensors.Tensor // nil while host holds the parameters
+	host   []float32         // every parameter back to back (host.go); nil while params hold them
+	dec    *decoder          // the native engine's views of host, built on demand
 
 	execMu sync.Mutex
 	execs  map[string]*Exec
@@ -41,8 +50,6 @@ type Model struct {
 
 	gen *GenerationConfig // the checkpoint's generation_config.json, if it had one
 
-	decMu  sync.Mutex
-	dec    *decoder  // the native decoder of the latest parameters, built on demand
 	arenas arenaPool // buffers of native passes, kept between them
 }
 
@@ -64,6 +71,11 @@ func newModel(b compute.Backend, cfg Config, seed int64, dtype dtypes.DType) (*M
 		return nil, err
 	}
 	m := blankModel(b, cfg.Normalized(), dtype)
+	if dtype == dtypes.Float32 {
+		m.host = initialFlat(m.specs, seed)
+		return m, nil
+	}
+	m.params = make([]*tensors.Tensor, len(m.specs))
 	for i, v := range initialValues(m.specs, seed) {
 		m.params[i] = tensorFrom(dtype, v, m.specs[i].shape)
 	}
@@ -73,9 +85,7 @@ func newModel(b compute.Backend, cfg Config, seed int64, dtype dtypes.DType) (*M
 // blankModel returns a model of a validated, normalized config with no
 // parameter values yet.
 func blankModel(b compute.Backend, cfg Config, dtype dtypes.DType) *Model {
-	specs := cfg.paramSpecs()
-	return &Model{cfg: cfg, backend: b, dtype: dtype, specs: specs,
-		params: make([]*tensors.Tensor, len(specs)), execs: map[string]*Exec{}}
+	return &Model{cfg: cfg, backend: b, dtype: dtype, specs: cfg.paramSpecs(), execs: map[string]*Exec{}}
 }
 
 // Config returns the model's normalized config.
@@ -95,7 +105,14 @@ func (m *Model) NumParams() int64 {
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
 	c.engine, c.gen = m.engine, m.gen
-	for i, p := range m.snapshot() {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.host != nil {
+		c.host = append([]float32(nil), m.host...)
+		return c, nil
+	}
+	c.params = make([]*tensors.Tensor, len(m.params))
+	for i, p := range m.params {
 		t, err := p.LocalClone()
 		if err != nil {
 			return nil, fmt.Errorf("model: clone %s: %w", m.specs[i].name, err)
@@ -105,33 +122,54 @@ func (m *Model) Clone() (*Model, error) {
 	return c, nil
 }
 
-// snapshot returns the current parameter tensors. They are never modified in
+// snapshot returns the parameters as backend tensors for the graphs,
+// moving them off the host first if needed. They are never modified in
 // place, so the caller may use them while a Trainer installs new ones.
 func (m *Model) snapshot() []*tensors.Tensor {
 	m.mu.RLock()
-	defer m.mu.RUnlock()
+	if p := m.params; p != nil {
+		m.mu.RUnlock()
+		return p
+	}
+	m.mu.RUnlock()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.params == nil {
+		m.params = tensorsFromFlat(m.specs, m.host)
+		m.host, m.dec = nil, nil
+	}
 	return m.params
 }
 
-// decoder returns the native decoder of the current parameters, building
-// it when they have changed since the last call.
-func (m *Model) decoder() (*decoder, error) {
-	params := m.snapshot()
-	m.decMu.Lock()
-	defer m.decMu.Unlock()
-	if m.dec == nil || m.dec.src != params[0] {
-		dec, err := newDecoder(m.cfg, m.specs, params)
-		if err != nil {
-			return nil, err
+// decoder returns the native decoder over the host parameters, moving them
+// to the host first if needed, with m.mu held shared: the caller runs its
+// pass and then calls release. Apply waits for the pass to end.
+func (m *Model) decoder() (dec *decoder, release func(), err error) {
+	for {
+		m.mu.RLock()
+		if m.dec != nil {
+			return m.dec, m.mu.RUnlock, nil
 		}
-		m.dec = dec
+		m.mu.RUnlock()
+		m.mu.Lock()
+		if m.dec == nil {
+			if m.host == nil {
+				if m.params[0].DType() != dtypes.Float32 {
+					m.mu.Unlock()
+					return nil, nil, fmt.Errorf("model: native decoder: parameters are %s, want float32", m.params[0].DType())
+				}
+				m.host = flatFromTensors(m.specs, m.params)
+				m.params = nil
+			}
+			m.dec = newDecoder(m.cfg, m.specs, m.host)
+		}
+		m.mu.Unlock()
 	}
-	return m.dec, nil
 }
 
 func (m *Model) install(params []*tensors.Tensor) {
 	m.mu.Lock()
-	m.params = params
+	m.params, m.host, m.dec = params, nil, nil
 	m.mu.Unlock()
 }
 

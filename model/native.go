@@ -6,100 +6,133 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/gomlx/compute/dtypes"
-	"github.com/gomlx/gomlx/core/tensors"
-
 	"github.com/hacrl/hacrl/internal/kernel"
 )
 
-// decoder is the native engine's view of a model: its float32 weights
-// copied to host memory (and packed for the forward products) once per
-// parameter update, with the forward pass written directly over them. This
-// file has decoding with per-row key/value caches (Generate);
-// native_train.go has whole-sequence passes and their backward pass (Score,
-// Trainer.Accumulate). It computes the same functions as the graphs (see
-// the package doc's "Architectures"), in float32: on GoMLX's Go backend a
-// decoding step is dozens of small products run at a few GFLOP/s, which
-// internal/kernel runs near the machine's peak.
+// decoder is the native engine's view of a model: slices of its host
+// parameters (host.go), no copy, with the forward pass written directly
+// over them. This file has decoding with per-row key/value caches
+// (Generate); native_train.go has whole-sequence passes and their backward
+// pass (Score, Trainer.Accumulate). It computes the same functions as the
+// graphs (see the package doc's "Architectures"), in float32: on GoMLX's Go
+// backend a decoding step is dozens of small products run at a few
+// GFLOP/s, which internal/kernel runs near the machine's peak. The same
+// type over a gradient buffer of the same layout holds the gradients.
 type decoder struct {
 	cfg    Config
-	src    *tensors.Tensor // the first parameter tensor it was built from
-	embed  []float32       // [V,d] token embeddings
-	pos    []float32       // gpt: [MaxSeq,d] learned positions
+	embed  []float32 // [V,d] token embeddings
+	pos    []float32 // gpt: [MaxSeq,d] learned positions
 	layers []decoderLayer
 	normW  []float32 // final norm
 	normB  []float32 // gpt
-	head   []float32 // [d,V]: the LM head (or the tied embeddings) transposed
-	headP  *kernel.Packed
-	headW  []float32 // [V,d]: lm_head.weight; nil when tied to embed
+	head   proj    // the LM head [V,d] (lm_head.weight, or the tied embeddings)
+	tied   bool      // head is embed
 	// invFreq are llama's rotary frequencies (Config.ropeFrequencies) as float32.
 	invFreq []float32
+	// serialParts: decoding may split a batch's rows between the cores,
+	// each running whole steps with serial products (small models); large
+	// models split each product's columns instead, so that every weight is
+	// read from memory once per step.
+	serialParts bool
+}
+
+// proj is one weight matrix of the decoder and its bias: w is [out,in]
+// (torch.nn.Linear, the LM head) when t, else [in,out] (GPT-2's Conv1D).
+type proj struct {
+	w, b    []float32
+	in, out int
+	t       bool
+}
+
+// forward sets y [m,out] = x [m,in]·W (+ b), on all cores when par.
+func (l proj) forward(par bool, y, x []float32, m int) {
+	switch {
+	case l.t:
+		matMulBT(par, y, x, l.w, l.b, m, l.in, l.out)
+	case par:
+		kernel.MatMul(y, x, l.w, l.b, m, l.in, l.out)
+	default:
+		kernel.MatMulSerial(y, x, l.w, l.b, m, l.in, l.out)
+	}
+}
+
+// backInput sets dx [m,in] to the gradient at the input, dy·Wᵀ.
+func (l proj) backInput(dx, dy []float32, m int) {
+	if l.t {
+		kernel.MatMul(dx, dy, l.w, nil, m, l.out, l.in)
+	} else {
+		matMulBT(true, dx, dy, l.w, nil, m, l.out, l.in)
+	}
+}
+
+// addGrad adds the weight and bias gradients of x [m,in] and dy [m,out] to
+// g (a proj of the same shape over a gradient buffer).
+func (l proj) addGrad(g proj, x, dy []float32, m int) {
+	if l.t {
+		kernel.MatMulTAdd(g.w, dy, x, l.out, m, l.in) // [out,in] += dyᵀ·x
+	} else {
+		kernel.MatMulTAdd(g.w, x, dy, l.in, m, l.out) // [in,out] += xᵀ·dy
+	}
+	addBiasGrad(g.b, dy, m, l.out)
 }
 
 // decoderLayer holds one block's weights in product order: the attention
-// input projection has the q | k | v columns of all heads side by side, and
-// llama's gate and up projections share one matrix (gate columns first).
+// input projection has the q | k | v outputs of all heads side by side
+// (llama's three projections, adjacent in the host buffer, are one
+// [(H+2·KVH)·Dh, d] matrix), and llama's gate and up projections are one
+// matrix too (gate outputs first).
 type decoderLayer struct {
 	norm1W, norm1B []float32
-	qkvW, qkvB     []float32 // [d,(H+2·KVH)·Dh], bias or nil
-	outW, outB     []float32 // [H·Dh,d]
+	qkv            proj // [d → (H+2·KVH)·Dh]
+	out            proj // [H·Dh → d]
 	norm2W, norm2B []float32
-	upW, upB       []float32 // gpt c_fc [d,hid]; llama gate|up [d,2·hid]
-	downW, downB   []float32 // [hid,d]
+	up             proj    // gpt c_fc [d → hid]; llama gate|up [d → 2·hid]
+	down           proj    // [hid → d]
 	qNormW, kNormW []float32 // qwen3: the per-head query and key RMSNorm gains [Dh], or nil
-	// The four weights packed for the forward products.
-	qkvP, outP, upP, downP *kernel.Packed
 }
 
-// pack lays out the layer's weights for the forward products.
-func (ly *decoderLayer) pack(d int) {
-	ly.qkvP = kernel.Pack(ly.qkvW, d, len(ly.qkvW)/d)
-	ly.outP = kernel.Pack(ly.outW, len(ly.outW)/d, d)
-	ly.upP = kernel.Pack(ly.upW, d, len(ly.upW)/d)
-	ly.downP = kernel.Pack(ly.downW, len(ly.downW)/d, d)
-}
+// serialPartsMaxBytes is the largest model whose decoding splits rows
+// between the cores (see decoder.serialParts): beyond it the weights no
+// longer stay in the caches between the parts.
+const serialPartsMaxBytes = 32 << 20
 
-// newDecoder copies params (float32, in paramSpecs order) to the host and
-// packs the weights for the forward products.
-func newDecoder(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decoder, error) {
-	dec, err := hostWeights(cfg, specs, params)
-	if err != nil {
-		return nil, err
+// newDecoder returns the decoder views of flat, a buffer in the host
+// layout (host.go) of the parameters specs describes.
+func newDecoder(cfg Config, specs []paramSpec, flat []float32) *decoder {
+	w, at := map[string][]float32{}, map[string]int{}
+	off, _ := flatLayout(specs)
+	for i, v := range flatViews(specs, flat) {
+		w[specs[i].name], at[specs[i].name] = v, off[i]
 	}
-	for i := range dec.layers {
-		dec.layers[i].pack(cfg.Dim)
-	}
-	return dec, nil
-}
-
-// hostWeights copies params to the host in the decoder's layout.
-func hostWeights(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*decoder, error) {
-	w := make(map[string][]float32, len(specs))
-	for i, s := range specs {
-		if params[i].DType() != dtypes.Float32 {
-			return nil, fmt.Errorf("model: native decoder: parameter %s is %s, want float32", s.name, params[i].DType())
+	// span is the slice of flat from the first to the last of the named
+	// parameters, which are adjacent in paramSpecs order; nil if absent.
+	span := func(first, last string) []float32 {
+		if w[first] == nil {
+			return nil
 		}
-		w[s.name] = tensors.MustCopyFlatData[float32](params[i])
+		lo, hi := at[first], at[last]+len(w[last])
+		return flat[lo:hi:hi]
 	}
-	d, dh := cfg.Dim, cfg.HeadDim()
-	dec := &decoder{cfg: cfg, src: params[0], embed: w[cfg.embeddingName()]}
-	dec.headW = w["lm_head.weight"]
-	dec.head = transpose(dec.headRows(), cfg.Vocab, d)
-	dec.headP = kernel.Pack(dec.head, d, cfg.Vocab)
+	d, dh, V := cfg.Dim, cfg.HeadDim(), cfg.Vocab
+	dec := &decoder{cfg: cfg, embed: w[cfg.embeddingName()], serialParts: 4*len(flat) <= serialPartsMaxBytes}
+	dec.head = proj{w: w["lm_head.weight"], in: d, out: V, t: true}
+	if dec.head.w == nil {
+		dec.head.w, dec.tied = dec.embed, true
+	}
 	if cfg.Family == "gpt" {
 		dec.pos, dec.normW, dec.normB = w["wpe.weight"], w["ln_f.weight"], w["ln_f.bias"]
 		for l := range cfg.Layers {
 			p := fmt.Sprintf("h.%d.", l)
 			dec.layers = append(dec.layers, decoderLayer{
 				norm1W: w[p+"ln_1.weight"], norm1B: w[p+"ln_1.bias"],
-				qkvW: w[p+"attn.c_attn.weight"], qkvB: w[p+"attn.c_attn.bias"],
-				outW: w[p+"attn.c_proj.weight"], outB: w[p+"attn.c_proj.bias"],
+				qkv:    proj{w: w[p+"attn.c_attn.weight"], b: w[p+"attn.c_attn.bias"], in: d, out: 3 * d},
+				out:    proj{w: w[p+"attn.c_proj.weight"], b: w[p+"attn.c_proj.bias"], in: d, out: d},
 				norm2W: w[p+"ln_2.weight"], norm2B: w[p+"ln_2.bias"],
-				upW: w[p+"mlp.c_fc.weight"], upB: w[p+"mlp.c_fc.bias"],
-				downW: w[p+"mlp.c_proj.weight"], downB: w[p+"mlp.c_proj.bias"],
+				up:     proj{w: w[p+"mlp.c_fc.weight"], b: w[p+"mlp.c_fc.bias"], in: d, out: cfg.Hidden},
+				down:   proj{w: w[p+"mlp.c_proj.weight"], b: w[p+"mlp.c_proj.bias"], in: cfg.Hidden, out: d},
 			})
 		}
-		return dec, nil
+		return dec
 	}
 	dec.normW = w["model.norm.weight"]
 	for _, f := range cfg.ropeFrequencies() {
@@ -109,45 +142,18 @@ func hostWeights(cfg Config, specs []paramSpec, params []*tensors.Tensor) (*deco
 	for l := range cfg.Layers {
 		p := fmt.Sprintf("model.layers.%d.", l)
 		a := p + "self_attn."
-		layer := decoderLayer{
+		dec.layers = append(dec.layers, decoderLayer{
 			norm1W: w[p+"input_layernorm.weight"],
-			qkvW:   concatColumns(d, []int{q, kv, kv}, w[a+"q_proj.weight"], w[a+"k_proj.weight"], w[a+"v_proj.weight"]),
-			outW:   w[a+"o_proj.weight"], outB: w[a+"o_proj.bias"],
+			qkv: proj{w: span(a+"q_proj.weight", a+"v_proj.weight"), b: span(a+"q_proj.bias", a+"v_proj.bias"),
+				in: d, out: q + 2*kv, t: true},
+			out:    proj{w: w[a+"o_proj.weight"], b: w[a+"o_proj.bias"], in: q, out: d, t: true},
 			norm2W: w[p+"post_attention_layernorm.weight"],
-			upW:    concatColumns(d, []int{cfg.Hidden, cfg.Hidden}, w[p+"mlp.gate_proj.weight"], w[p+"mlp.up_proj.weight"]),
-			downW:  w[p+"mlp.down_proj.weight"],
+			up:     proj{w: span(p+"mlp.gate_proj.weight", p+"mlp.up_proj.weight"), in: d, out: 2 * cfg.Hidden, t: true},
+			down:   proj{w: w[p+"mlp.down_proj.weight"], in: cfg.Hidden, out: d, t: true},
 			qNormW: w[a+"q_norm.weight"], kNormW: w[a+"k_norm.weight"],
-		}
-		if cfg.AttentionBias {
-			layer.qkvB = append(append(append([]float32(nil), w[a+"q_proj.bias"]...), w[a+"k_proj.bias"]...), w[a+"v_proj.bias"]...)
-		}
-		dec.layers = append(dec.layers, layer)
+		})
 	}
-	return dec, nil
-}
-
-// headRows is the LM head as [V,d]: lm_head.weight or the tied embeddings.
-func (dec *decoder) headRows() []float32 {
-	if dec.headW != nil {
-		return dec.headW
-	}
-	return dec.embed
-}
-
-// concatColumns places row-major matrices [rows,widths[i]] side by side.
-func concatColumns(rows int, widths []int, parts ...[]float32) []float32 {
-	total := 0
-	for _, w := range widths {
-		total += w
-	}
-	out := make([]float32, rows*total)
-	for r := range rows {
-		at := r * total
-		for i, p := range parts {
-			at += copy(out[at:], p[r*widths[i]:(r+1)*widths[i]])
-		}
-	}
-	return out
+	return dec
 }
 
 // kvCache holds the keys and values of a batch of rows: per layer, keys as
@@ -180,10 +186,11 @@ func (dec *decoder) newCache(rows, slots int, ar *arena) *kvCache {
 	return c
 }
 
-// rowsPerPart is the fewest entries a forward pass gives each core of its
-// own: with as many, the entries are split between cores, each running the
-// whole pass on its share with serial kernels, one fork and join per pass
-// instead of one per product.
+// rowsPerPart is the fewest entries a forward pass of a small model (see
+// decoder.serialParts) gives each core of its own: with as many, the
+// entries are split between cores, each running the whole pass on its share
+// with serial kernels, one fork and join per pass instead of one per
+// product.
 const rowsPerPart = 8
 
 // forward appends tokens[e] to the cache of row rows[e] for every entry e
@@ -191,7 +198,7 @@ const rowsPerPart = 8
 // Entries are independent, so the result does not depend on the split.
 func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 	parts := min(runtime.GOMAXPROCS(0), len(rows)/rowsPerPart)
-	if parts <= 1 {
+	if parts <= 1 || !dec.serialParts {
 		return dec.forwardPart(c, rows, tokens, true)
 	}
 	V := dec.cfg.Vocab
@@ -203,15 +210,6 @@ func (dec *decoder) forward(c *kvCache, rows []int, tokens [][]int) []float32 {
 	}
 	wg.Wait()
 	return logits
-}
-
-// matmul is kernel.MatMulPacked, spread over the cores when par.
-func matmul(par bool, out, x []float32, w *kernel.Packed, b []float32, m int) {
-	if par {
-		kernel.MatMulPacked(out, x, w, b, m)
-	} else {
-		kernel.MatMulPackedSerial(out, x, w, b, m)
-	}
 }
 
 // parallel is kernel.Parallel when par, else fn(0, n).
@@ -245,15 +243,14 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 	h := make([]float32, n*d)
 	qkv := make([]float32, n*qkvWidth)
 	att := make([]float32, n*cfg.Heads*dh)
-	upWidth := len(dec.layers[0].upW) / d
-	up := make([]float32, n*upWidth)
+	up := make([]float32, n*dec.layers[0].up.out)
 	hidden := up
 	if cfg.Family == "llama" {
 		hidden = make([]float32, n*cfg.Hidden)
 	}
 	for l, ly := range dec.layers {
 		dec.norm(h, x, ly.norm1W, ly.norm1B, n)
-		matmul(par, qkv, h, ly.qkvP, ly.qkvB, n)
+		ly.qkv.forward(par, qkv, h, n)
 		if ly.qNormW != nil {
 			dec.qkNorm(&ly, qkv, n, qkvWidth, nil, par)
 		}
@@ -262,12 +259,12 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 		}
 		dec.store(c, l, qkv, row, slot, qkvWidth)
 		dec.attend(c, l, att, qkv, row, slot, qkvWidth, par)
-		matmul(par, h, att, ly.outP, ly.outB, n)
+		ly.out.forward(par, h, att, n)
 		addTo(x, h)
 		dec.norm(h, x, ly.norm2W, ly.norm2B, n)
-		matmul(par, up, h, ly.upP, ly.upB, n)
+		ly.up.forward(par, up, h, n)
 		dec.activate(hidden, nil, up, n, par)
-		matmul(par, h, hidden, ly.downP, ly.downB, n)
+		ly.down.forward(par, h, hidden, n)
 		addTo(x, h)
 	}
 	for e, r := range rows {
@@ -280,7 +277,7 @@ func (dec *decoder) forwardPart(c *kvCache, rows []int, tokens [][]int, par bool
 	hl := make([]float32, len(xl))
 	dec.norm(hl, xl, dec.normW, dec.normB, len(rows))
 	logits := make([]float32, len(rows)*cfg.Vocab)
-	matmul(par, logits, hl, dec.headP, nil, len(rows))
+	dec.head.forward(par, logits, hl, len(rows))
 	return logits
 }
 

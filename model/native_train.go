@@ -1,7 +1,6 @@
 package model
 
 import (
-	"fmt"
 	"math"
 	"sync"
 
@@ -15,9 +14,19 @@ import (
 // [N,d] matrix for the linear layers, and attention runs per sequence and
 // head. Only the response positions go through the LM head.
 
-// passTokenBudget bounds the tokens of one native pass, and so the
-// activations it keeps for the backward pass.
+// passTokenBudget bounds the tokens of one native pass; a training pass
+// is also bounded by passActivationBytes (see trainTokenBudget).
 const passTokenBudget = 4096
+
+// passActivationBytes bounds the activations a training pass keeps for its
+// backward pass: at real sizes (a Qwen2.5-0.5B keeps about 2 MB per token)
+// the token budget alone would let them reach gigabytes. A pass holds whole
+// sequences, so one longer sequence still gets a pass of its own.
+const passActivationBytes = 1 << 30
+
+// headChunkFloats bounds the logits the LM head computes at once: rows of
+// the vocabulary's width, never a [tokens × vocab] matrix for a whole pass.
+const headChunkFloats = 1 << 25
 
 // batch is the input of one native pass: whole sequences, their tokens laid
 // end to end.
@@ -53,14 +62,14 @@ func (b *batch) maxLen() int {
 	return n
 }
 
-// passes splits seqs into runs of whole sequences of at most
-// passTokenBudget input tokens (a longer sequence gets a pass of its own).
-func passes(seqs []Sequence) [][2]int {
+// passes splits seqs into runs of whole sequences of at most budget input
+// tokens (a longer sequence gets a pass of its own).
+func passes(seqs []Sequence, budget int) [][2]int {
 	var out [][2]int
 	lo, n := 0, 0
 	for i, s := range seqs {
 		l := len(s.Prompt) + len(s.Response) - 1
-		if i > lo && n+l > passTokenBudget {
+		if i > lo && n+l > budget {
 			out = append(out, [2]int{lo, i})
 			lo, n = i, 0
 		}
@@ -70,6 +79,25 @@ func passes(seqs []Sequence) [][2]int {
 		out = append(out, [2]int{lo, len(seqs)})
 	}
 	return out
+}
+
+// trainTokenBudget is the most tokens a training pass over seqs takes: the
+// activations one token keeps in every layer (with attention probabilities
+// over the longest sequence's length) within passActivationBytes, and at
+// most passTokenBudget.
+func (c Config) trainTokenBudget(seqs []Sequence) int {
+	T := 0
+	for _, s := range seqs {
+		T = max(T, len(s.Prompt)+len(s.Response)-1)
+	}
+	d, dh, H, KVH := c.Dim, c.HeadDim(), c.Heads, c.KVHeads
+	up := c.Hidden
+	if c.Family == "llama" {
+		up *= 2
+	}
+	perLayer := 4*d + 2 + (H+2*KVH)*dh + (H+KVH)*(dh+1) + H*dh + 2*up + c.Hidden + H*T
+	perToken := 4 * (c.Layers*perLayer + 2*d)
+	return max(1, min(passTokenBudget, passActivationBytes/perToken))
 }
 
 // arena recycles the float buffers of native passes: a training step
@@ -157,57 +185,65 @@ type layerActs struct {
 // trace is a whole forward pass over a batch.
 type trace struct {
 	b      *batch
-	layers []layerActs
+	layers []layerActs // nil when the pass kept no activations
 	final  normed
-	hf     []float32 // final norm output [N,d]
-	hr     []float32 // hf's head rows [len(heads),d], the LM head's input
-	logits []float32 // [len(heads),V]
+	hr     []float32 // the final norm's output at the head rows [len(heads),d], the LM head's input
 }
 
-// run is the forward pass over b, keeping activations.
-func (dec *decoder) run(b *batch, ar *arena) *trace {
+// run is the forward pass over b up to the LM head's input, from ar. With
+// keep it keeps every layer's activations for the backward pass; without,
+// the layers' buffers come from scratch (released and reused layer after
+// layer), so a scoring pass holds one layer's activations at a time.
+func (dec *decoder) run(b *batch, ar *arena, keep bool, scratch *arena) *trace {
 	cfg := dec.cfg
 	d, dh, n := cfg.Dim, cfg.HeadDim(), len(b.tokens)
 	width := (cfg.Heads + 2*cfg.KVHeads) * dh
-	tr := &trace{b: b, layers: make([]layerActs, cfg.Layers)}
+	tr := &trace{b: b}
+	if keep {
+		tr.layers = make([]layerActs, cfg.Layers)
+	}
 	x := ar.get(n * d)
 	dec.embedTokens(x, b.tokens, b.pos)
 	tmp := ar.get(n * d)
 	for l, ly := range dec.layers {
-		a := &tr.layers[l]
-		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n, ar)
-		a.qkv = ar.get(n * width)
-		kernel.MatMulPacked(a.qkv, a.h1, ly.qkvP, ly.qkvB, n)
+		la, a := ar, &layerActs{}
+		if keep {
+			a = &tr.layers[l]
+		} else {
+			scratch.release()
+			la = scratch
+		}
+		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n, la)
+		a.qkv = la.get(n * width)
+		ly.qkv.forward(true, a.qkv, a.h1, n)
 		if ly.qNormW != nil {
 			heads := cfg.Heads + cfg.KVHeads
-			a.qkNorm = normed{xhat: ar.get(n * heads * dh), rstd: ar.get(n * heads)}
+			a.qkNorm = normed{xhat: la.get(n * heads * dh), rstd: la.get(n * heads)}
 			dec.qkNorm(&ly, a.qkv, n, width, &a.qkNorm, true)
 		}
 		if dec.invFreq != nil {
 			dec.rotate(a.qkv, b.pos, width, 1, true)
 		}
-		a.att, a.probs = dec.selfAttention(b, a.qkv, width, ar)
-		kernel.MatMulPacked(tmp, a.att, ly.outP, ly.outB, n)
+		a.att, a.probs = dec.selfAttention(b, a.qkv, width, la)
+		ly.out.forward(true, tmp, a.att, n)
 		addTo(x, tmp)
-		a.h2, a.norm2 = dec.normSaved(x, ly.norm2W, ly.norm2B, n, ar)
-		upWidth := len(ly.upW) / d
-		a.up = ar.get(n * upWidth)
-		kernel.MatMulPacked(a.up, a.h2, ly.upP, ly.upB, n)
-		a.act = ar.get(n * cfg.Hidden)
+		a.h2, a.norm2 = dec.normSaved(x, ly.norm2W, ly.norm2B, n, la)
+		a.up = la.get(n * ly.up.out)
+		ly.up.forward(true, a.up, a.h2, n)
+		a.act = la.get(n * cfg.Hidden)
 		if cfg.Family == "gpt" && cfg.Activation == "gelu" {
-			a.cdf = ar.get(len(a.up))
+			a.cdf = la.get(len(a.up))
 		}
 		dec.activate(a.act, a.cdf, a.up, n, true)
-		kernel.MatMulPacked(tmp, a.act, ly.downP, ly.downB, n)
+		ly.down.forward(true, tmp, a.act, n)
 		addTo(x, tmp)
 	}
-	tr.hf, tr.final = dec.normSaved(x, dec.normW, dec.normB, n, ar)
-	tr.hr = ar.get(len(b.heads) * d)
+	// Only the head rows need the final norm's output.
+	xr := ar.get(len(b.heads) * d)
 	for j, r := range b.heads {
-		copy(tr.hr[j*d:(j+1)*d], tr.hf[r*d:(r+1)*d])
+		copy(xr[j*d:(j+1)*d], x[r*d:(r+1)*d])
 	}
-	tr.logits = ar.get(len(b.heads) * cfg.Vocab)
-	kernel.MatMulPacked(tr.logits, tr.hr, dec.headP, nil, len(b.heads))
+	tr.hr, tr.final = dec.normSaved(xr, dec.normW, dec.normB, len(b.heads), ar)
 	return tr
 }
 
@@ -348,49 +384,97 @@ func (dec *decoder) selfAttention(b *batch, qkv []float32, width int, ar *arena)
 	return out, probs
 }
 
+// headRows returns the number of head rows the LM head takes at once.
+func (dec *decoder) headRows(nh int) int {
+	return max(1, min(nh, headChunkFloats/dec.cfg.Vocab))
+}
+
 // logProbs returns, per head row of tr, log p(target) and, if asked, the
-// entropy of the distribution; with probs not nil it also leaves there the
-// probabilities [len(heads),V] (for the backward pass).
-func (tr *trace) logProbs(vocab int, withEntropy bool, probs []float32) (lp, ent []float64) {
-	lp = make([]float64, len(tr.b.heads))
+// entropy of the distribution, computing the logits a chunk of rows at a
+// time.
+func (dec *decoder) logProbs(tr *trace, withEntropy bool, ar *arena) (lp, ent []float64) {
+	V, d, nh := dec.cfg.Vocab, dec.cfg.Dim, len(tr.b.heads)
+	lp = make([]float64, nh)
 	if withEntropy {
-		ent = make([]float64, len(lp))
+		ent = make([]float64, nh)
 	}
-	kernel.Parallel(len(lp), 64, func(lo, hi int) {
-		scratch := make([]float32, vocab)
-		for j := lo; j < hi; j++ {
-			row, e := tr.logits[j*vocab:(j+1)*vocab], scratch
-			if probs != nil {
-				e = probs[j*vocab : (j+1)*vocab]
-			}
-			lse, sum := kernel.LogSumExp(e, row)
-			lp[j] = float64(row[tr.b.targets[j]]) - lse
+	R := dec.headRows(nh)
+	logits := ar.get(R * V)
+	for lo := 0; lo < nh; lo += R {
+		rows := min(R, nh-lo)
+		dec.head.forward(true, logits, tr.hr[lo*d:(lo+rows)*d], rows)
+		kernel.Parallel(rows, 16, func(r0, r1 int) {
+			var scratch []float32
 			if withEntropy {
-				ent[j] = lse - float64(kernel.Dot(e, row))/sum
+				scratch = make([]float32, V)
 			}
-			if probs != nil {
-				kernel.Scale(e, 1/float32(sum)) // as Softmax: the float32 sum, inverted in float32
+			for r := r0; r < r1; r++ {
+				j := lo + r
+				row := logits[r*V : (r+1)*V]
+				target := float64(row[tr.b.targets[j]])
+				if !withEntropy {
+					lse, _ := kernel.LogSumExp(row, row)
+					lp[j] = target - lse
+					continue
+				}
+				lse, sum := kernel.LogSumExp(scratch, row)
+				lp[j] = target - lse
+				ent[j] = lse - float64(kernel.Dot(scratch, row))/sum
 			}
-		}
-	})
+		})
+	}
 	return lp, ent
+}
+
+// headBackward returns, per head row of tr, log p(target), adds to g's LM
+// head the gradient of Σ_j w[j]·lp[j] and returns the gradient at the head's
+// input [len(heads),d]. A chunk of rows at a time: the logits, the
+// log-probs, dlogits = w·(onehot(target) − softmax(logits)) in place, then
+// the head's gradients, so no [tokens × vocab] matrix is ever held.
+func (dec *decoder) headBackward(tr *trace, w []float32, g *decoder, ar *arena) ([]float64, []float32) {
+	V, d, nh := dec.cfg.Vocab, dec.cfg.Dim, len(tr.b.heads)
+	lp := make([]float64, nh)
+	dhr := ar.get(nh * d)
+	R := dec.headRows(nh)
+	logits := ar.get(R * V)
+	for lo := 0; lo < nh; lo += R {
+		rows := min(R, nh-lo)
+		hr := tr.hr[lo*d : (lo+rows)*d]
+		dec.head.forward(true, logits, hr, rows)
+		kernel.Parallel(rows, 16, func(r0, r1 int) {
+			for r := r0; r < r1; r++ {
+				j := lo + r
+				row, t := logits[r*V:(r+1)*V], tr.b.targets[j]
+				target := float64(row[t])
+				lse, sum := kernel.LogSumExp(row, row)
+				lp[j] = target - lse
+				kernel.Scale(row, -w[j]/float32(sum)) // as Softmax: the float32 sum, inverted in float32, times −w
+				row[t] += w[j]
+			}
+		})
+		dec.head.addGrad(g.head, hr, logits[:rows*V], rows)
+		dec.head.backInput(dhr[lo*d:(lo+rows)*d], logits[:rows*V], rows)
+	}
+	return lp, dhr
 }
 
 // nativeScore is Score on the native decoder.
 func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]float64, err error) {
-	dec, err := m.decoder()
+	dec, release, err := m.decoder()
 	if err != nil {
 		return nil, nil, err
 	}
+	defer release()
 	lp = make([][]float64, len(seqs))
 	if withEntropy {
 		ent = make([][]float64, len(seqs))
 	}
-	ar := m.arenas.get()
+	ar, scratch := m.arenas.get(), m.arenas.get()
 	defer m.arenas.put(ar)
-	for _, p := range passes(seqs) {
+	defer m.arenas.put(scratch)
+	for _, p := range passes(seqs, passTokenBudget) {
 		part := seqs[p[0]:p[1]]
-		l, e := dec.run(newBatch(part), ar).logProbs(m.cfg.Vocab, withEntropy, nil)
+		l, e := dec.logProbs(dec.run(newBatch(part), ar, false, scratch), withEntropy, ar)
 		ar.release()
 		for i, s := range part {
 			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
@@ -402,122 +486,71 @@ func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]floa
 	return lp, ent, nil
 }
 
-// nativeGradients returns the gradient of Σ_b Σ_t weights[b][t]·lp[b][t]
-// for every parameter (paramSpecs order, each in its in-memory layout) and
-// the lp.
-func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32) ([][]float32, [][]float64, error) {
-	dec, err := m.decoder()
+// nativeGradients adds to acc, a gradient buffer in the host layout, the
+// gradient of Σ_b Σ_t weights[b][t]·lp[b][t] and returns the lp. Every
+// gradient element gets its contributions added in token order, straight
+// into acc, so the sum does not depend on how sequences were split into
+// calls or passes.
+func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32, acc []float32) ([][]float64, error) {
+	dec, release, err := m.decoder()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	g := dec.newGrads()
+	defer release()
+	g := newDecoder(m.cfg, m.specs, acc)
 	lp := make([][]float64, len(seqs))
 	ar := m.arenas.get()
 	defer m.arenas.put(ar)
-	for _, p := range passes(seqs) {
+	for _, p := range passes(seqs, m.cfg.trainTokenBudget(seqs)) {
 		part := seqs[p[0]:p[1]]
-		tr := dec.run(newBatch(part), ar)
-		probs := ar.get(len(tr.b.heads) * m.cfg.Vocab)
-		l, _ := tr.logProbs(m.cfg.Vocab, false, probs)
+		tr := dec.run(newBatch(part), ar, true, nil)
 		var w []float32
-		for i, s := range part {
-			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
+		for i := range part {
 			w = append(w, weights[p[0]+i]...)
 		}
-		dec.backward(tr, w, probs, g, ar)
+		l, dhr := dec.headBackward(tr, w, g, ar)
+		for i, s := range part {
+			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
+		}
+		dec.backward(tr, dhr, g, ar)
 		ar.release()
 	}
-	out, err := g.bySpec(m.specs)
-	return out, lp, err
+	return lp, nil
 }
 
-// grads holds the decoder's gradients in its own layout (decoderLayer's).
-type grads struct {
-	cfg           Config
-	embed, pos    []float32
-	head          []float32 // [V,d]: lm_head.weight's gradient (untied only)
-	normW, normB  []float32
-	layers        []decoderLayer
-	tiedHeadToEmb bool
-}
-
-func (dec *decoder) newGrads() *grads {
-	like := func(x []float32) []float32 {
-		if x == nil {
-			return nil
-		}
-		return make([]float32, len(x))
-	}
-	g := &grads{cfg: dec.cfg, embed: like(dec.embed), pos: like(dec.pos), normW: like(dec.normW), normB: like(dec.normB),
-		tiedHeadToEmb: dec.headW == nil}
-	if !g.tiedHeadToEmb {
-		g.head = like(dec.headW)
-	}
-	for _, ly := range dec.layers {
-		g.layers = append(g.layers, decoderLayer{
-			norm1W: like(ly.norm1W), norm1B: like(ly.norm1B), qkvW: like(ly.qkvW), qkvB: like(ly.qkvB),
-			outW: like(ly.outW), outB: like(ly.outB), norm2W: like(ly.norm2W), norm2B: like(ly.norm2B),
-			upW: like(ly.upW), upB: like(ly.upB), downW: like(ly.downW), downB: like(ly.downB),
-			qNormW: like(ly.qNormW), kNormW: like(ly.kNormW),
-		})
-	}
-	return g
-}
-
-// backward adds to g the gradient of Σ_j w[j]·lp[j] over the head rows of
-// tr, given the head rows' probabilities in probs (which it overwrites).
-func (dec *decoder) backward(tr *trace, w, probs []float32, g *grads, ar *arena) {
+// backward adds to g the gradient through the blocks, the final norm and
+// the embeddings, given dhr, the gradient at the LM head's input rows.
+func (dec *decoder) backward(tr *trace, dhr []float32, g *decoder, ar *arena) {
 	cfg := dec.cfg
 	b := tr.b
-	d, dh, V, n := cfg.Dim, cfg.HeadDim(), cfg.Vocab, len(b.tokens)
+	d, dh, n := cfg.Dim, cfg.HeadDim(), len(b.tokens)
 	width := (cfg.Heads + 2*cfg.KVHeads) * dh
 
-	// Head: dlogits = w·(onehot(target) − softmax(logits)), from the
-	// probabilities logProbs left in probs.
-	nh := len(b.heads)
-	dlogits := probs[:nh*V]
-	for j := range nh {
-		dr := dlogits[j*V : (j+1)*V]
-		for i := range dr {
-			dr[i] *= -w[j]
-		}
-		dr[b.targets[j]] += w[j]
-	}
-	headGrad := g.head
-	if g.tiedHeadToEmb {
-		headGrad = g.embed
-	}
-	addWeightGrad(headGrad, dlogits, tr.hr, nh, V, d) // [V,d] += dlogitsᵀ·hr
-	dhr := ar.get(nh * d)
-	kernel.MatMul(dhr, dlogits, dec.headRows(), nil, nh, V, d) // dlogits·W, W [V,d]
-	dhf := ar.get(n * d)
-	clear(dhf)
-	for j, r := range b.heads {
-		copy(dhf[r*d:(r+1)*d], dhr[j*d:(j+1)*d])
-	}
+	dxr := ar.get(len(b.heads) * d)
+	clear(dxr)
+	dec.normBackward(dxr, dhr, tr.final, dec.normW, g.normW, g.normB, len(b.heads))
 	dx := ar.get(n * d)
 	clear(dx)
-	dec.normBackward(dx, dhf, tr.final, dec.normW, g.normW, g.normB, n)
+	for j, r := range b.heads {
+		copy(dx[r*d:(r+1)*d], dxr[j*d:(j+1)*d])
+	}
 
 	tmp := ar.get(n * d)
-	hid, upWidth := cfg.Hidden, len(dec.layers[0].upW)/d
+	hid, upWidth := cfg.Hidden, dec.layers[0].up.out
 	dAct, dUp := ar.get(n*hid), ar.get(n*upWidth)
 	dAtt, dqkv := ar.get(n*cfg.Heads*dh), ar.get(n*width)
 	for l := cfg.Layers - 1; l >= 0; l-- {
 		ly, gl, a := &dec.layers[l], &g.layers[l], &tr.layers[l]
 		// MLP: x += down(act(up(h2))).
-		addBiasGrad(gl.downB, dx, n, d)
-		addWeightGrad(gl.downW, a.act, dx, n, hid, d)
-		kernel.MatMulBT(dAct, dx, ly.downW, n, d, hid)
+		ly.down.addGrad(gl.down, a.act, dx, n)
+		ly.down.backInput(dAct, dx, n)
 		dec.activationBackward(dUp, dAct, a.up, a.cdf, n)
-		addBiasGrad(gl.upB, dUp, n, upWidth)
-		addWeightGrad(gl.upW, a.h2, dUp, n, d, upWidth)
-		kernel.MatMulBT(tmp, dUp, ly.upW, n, upWidth, d)
+		ly.up.addGrad(gl.up, a.h2, dUp, n)
+		ly.up.backInput(tmp, dUp, n)
 		dec.normBackward(dx, tmp, a.norm2, ly.norm2W, gl.norm2W, gl.norm2B, n)
 		// Attention: x += out(attention(qkv(h1))).
-		addBiasGrad(gl.outB, dx, n, d)
-		addWeightGrad(gl.outW, a.att, dx, n, cfg.Heads*dh, d)
-		kernel.MatMulBT(dAtt, dx, ly.outW, n, d, cfg.Heads*dh)
+		ly.out.addGrad(gl.out, a.att, dx, n)
+		ly.out.backInput(dAtt, dx, n)
 		dec.attentionBackward(b, a, dAtt, dqkv, width)
 		if dec.invFreq != nil {
 			dec.rotate(dqkv, b.pos, width, -1, true)
@@ -525,9 +558,8 @@ func (dec *decoder) backward(tr *trace, w, probs []float32, g *grads, ar *arena)
 		if ly.qNormW != nil {
 			dec.qkNormBackward(dqkv, a.qkNorm, ly, gl, n, width)
 		}
-		addBiasGrad(gl.qkvB, dqkv, n, width)
-		addWeightGrad(gl.qkvW, a.h1, dqkv, n, d, width)
-		kernel.MatMulBT(tmp, dqkv, ly.qkvW, n, width, d)
+		ly.qkv.addGrad(gl.qkv, a.h1, dqkv, n)
+		ly.qkv.backInput(tmp, dqkv, n)
 		dec.normBackward(dx, tmp, a.norm1, ly.norm1W, gl.norm1W, gl.norm1B, n)
 	}
 	for i, t := range b.tokens {
@@ -537,9 +569,6 @@ func (dec *decoder) backward(tr *trace, w, probs []float32, g *grads, ar *arena)
 		}
 	}
 }
-
-// addWeightGrad adds xᵀ·dy to dw [k,m] for x [n,k] and dy [n,m].
-func addWeightGrad(dw, x, dy []float32, n, k, m int) { kernel.MatMulTAdd(dw, x, dy, k, n, m) }
 
 // addBiasGrad adds the column sums of dy [n,m] to db (nil: no bias).
 func addBiasGrad(db, dy []float32, n, m int) {
@@ -710,73 +739,4 @@ func (dec *decoder) attentionBackward(b *batch, a *layerActs, dAtt, dqkv []float
 			}
 		}
 	})
-}
-
-// bySpec splits and names the gradients like the model's parameters.
-func (g *grads) bySpec(specs []paramSpec) ([][]float32, error) {
-	cfg := g.cfg
-	d, dh := cfg.Dim, cfg.HeadDim()
-	named := map[string][]float32{cfg.embeddingName(): g.embed}
-	if g.head != nil {
-		named["lm_head.weight"] = g.head
-	}
-	if cfg.Family == "gpt" {
-		named["wpe.weight"], named["ln_f.weight"], named["ln_f.bias"] = g.pos, g.normW, g.normB
-		for l, gl := range g.layers {
-			p := fmt.Sprintf("h.%d.", l)
-			for name, v := range map[string][]float32{
-				"ln_1.weight": gl.norm1W, "ln_1.bias": gl.norm1B, "attn.c_attn.weight": gl.qkvW, "attn.c_attn.bias": gl.qkvB,
-				"attn.c_proj.weight": gl.outW, "attn.c_proj.bias": gl.outB, "ln_2.weight": gl.norm2W, "ln_2.bias": gl.norm2B,
-				"mlp.c_fc.weight": gl.upW, "mlp.c_fc.bias": gl.upB, "mlp.c_proj.weight": gl.downW, "mlp.c_proj.bias": gl.downB,
-			} {
-				named[p+name] = v
-			}
-		}
-	} else {
-		named["model.norm.weight"] = g.normW
-		q, kv := cfg.Heads*dh, cfg.KVHeads*dh
-		for l, gl := range g.layers {
-			p := fmt.Sprintf("model.layers.%d.", l)
-			a := p + "self_attn."
-			qkv := splitColumns(gl.qkvW, d, q, kv, kv)
-			gu := splitColumns(gl.upW, d, cfg.Hidden, cfg.Hidden)
-			named[p+"input_layernorm.weight"], named[p+"post_attention_layernorm.weight"] = gl.norm1W, gl.norm2W
-			named[a+"q_proj.weight"], named[a+"k_proj.weight"], named[a+"v_proj.weight"] = qkv[0], qkv[1], qkv[2]
-			named[a+"o_proj.weight"], named[a+"o_proj.bias"] = gl.outW, gl.outB
-			named[a+"q_norm.weight"], named[a+"k_norm.weight"] = gl.qNormW, gl.kNormW
-			named[p+"mlp.gate_proj.weight"], named[p+"mlp.up_proj.weight"], named[p+"mlp.down_proj.weight"] = gu[0], gu[1], gl.downW
-			if gl.qkvB != nil {
-				named[a+"q_proj.bias"], named[a+"k_proj.bias"], named[a+"v_proj.bias"] = gl.qkvB[:q], gl.qkvB[q:q+kv], gl.qkvB[q+kv:]
-			}
-		}
-	}
-	out := make([][]float32, len(specs))
-	for i, s := range specs {
-		v, ok := named[s.name]
-		if !ok || len(v) != s.size() {
-			return nil, fmt.Errorf("model: native gradients: parameter %s has no gradient of %d values (have %d)", s.name, s.size(), len(v))
-		}
-		out[i] = v
-	}
-	return out, nil
-}
-
-// splitColumns is the inverse of concatColumns.
-func splitColumns(x []float32, rows int, widths ...int) [][]float32 {
-	total := 0
-	for _, w := range widths {
-		total += w
-	}
-	out := make([][]float32, len(widths))
-	for i, w := range widths {
-		out[i] = make([]float32, rows*w)
-	}
-	for r := range rows {
-		at := r * total
-		for i, w := range widths {
-			copy(out[i][r*w:(r+1)*w], x[at:at+w])
-			at += w
-		}
-	}
-	return out
 }

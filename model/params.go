@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
 )
 
 // paramSpec describes one parameter tensor: its Hugging Face name and shape,
@@ -130,7 +129,7 @@ func (c Config) embeddingName() string {
 // with seed, in paramSpecs order, so the same config and seed always give the
 // same weights.
 func initialValues(specs []paramSpec, seed int64) [][]float64 {
-	rng := rand.New(rand.NewPCG(uint64(seed), 0x6861637270726d73)) // "hacrprms"
+	rng := initRNG(seed)
 	values := make([][]float64, len(specs))
 	for i, s := range specs {
 		v := make([]float64, s.size())

@@ -275,12 +275,12 @@ func TestMatchesReference(t *testing.T) {
 		// Weights well beyond their initial scale make attention sharp, so
 		// that positions and head wiring matter to the result.
 		rng := rand.New(rand.NewPCG(31, 31))
-		for i, s := range m.specs {
-			v := float64s(m.params[i])
+		for i := range m.specs {
+			v := m.paramValues(i)
 			for j := range v {
 				v[j] += 0.25 * rng.NormFloat64()
 			}
-			m.params[i] = tensorFrom(m.dtype, v, s.shape)
+			m.setParamValues(i, v)
 		}
 		dir := t.TempDir()
 		if err := m.Save(dir); err != nil {
@@ -298,10 +298,11 @@ func TestMatchesReference(t *testing.T) {
 		}
 		// The native decoder, fed the prompt and then one token per step
 		// (a second row beside it, so that rows interleave in the cache).
-		dec, err := m.decoder()
+		dec, release, err := m.decoder()
 		if err != nil {
 			t.Fatal(err)
 		}
+		defer release()
 		cache := dec.newCache(2, len(x), nil)
 		logits := dec.forward(cache, []int{1, 0}, [][]int{{7, 7, 7}, x[:2]})
 		for j := 2; j < len(x); j++ {

@@ -60,12 +60,12 @@ func TestMatchesPyTorch(t *testing.T) {
 			continue
 		}
 		m := newTiny(t, name, 41)
-		for i, s := range m.specs {
-			v := float64s(m.params[i])
+		for i := range m.specs {
+			v := m.paramValues(i)
 			for j := range v {
 				v[j] += 0.25 * rng.NormFloat64()
 			}
-			m.params[i] = tensorFrom(m.dtype, v, s.shape)
+			m.setParamValues(i, v)
 		}
 		dir := t.TempDir()
 		if err := m.Save(dir); err != nil {

@@ -2,13 +2,11 @@ package model
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
-	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -50,13 +48,17 @@ func (o OptimizerConfig) normalized() OptimizerConfig {
 type Trainer struct {
 	m   *Model
 	opt OptimizerConfig
-	acc []*tensors.Tensor // accumulated gradient (graph engine); nil when empty
-	// hostAcc is the accumulated gradient of the native engine, on the host;
-	// nil when empty.
-	hostAcc [][]float32
-	mom     []*tensors.Tensor // first moments
-	vel     []*tensors.Tensor // second moments
-	step    int64
+	// The graph engine's state, as backend tensors: the accumulated gradient
+	// (nil when empty) and the moments (nil while the host holds them, or
+	// before the first step).
+	acc, mom, vel []*tensors.Tensor
+	// The native engine's state, flat in the host layout (host.go): the
+	// gradient accumulator, kept allocated between steps (pending says it
+	// holds a gradient not yet applied), and the moments.
+	hostAcc          []float32
+	pending          bool
+	hostMom, hostVel []float32
+	step             int64
 }
 
 // NewTrainer returns a trainer for m with zero moments.
@@ -78,9 +80,7 @@ func NewTrainer(m *Model, opt OptimizerConfig) (*Trainer, error) {
 			return nil, fmt.Errorf("model: optimizer config: field %s is %v, out of range", f.name, f.v)
 		}
 	}
-	t := &Trainer{m: m, opt: opt}
-	t.mom, t.vel = t.zeros(), t.zeros()
-	return t, nil
+	return &Trainer{m: m, opt: opt}, nil
 }
 
 func (t *Trainer) zeros() []*tensors.Tensor {
@@ -116,7 +116,7 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 	if t.m.native() {
 		return t.accumulateNative(seqs, weights)
 	}
-	if t.hostAcc != nil { // left by the native engine
+	if t.pending { // left by the native engine
 		t.acc = t.accTensors()
 	}
 	np := len(t.m.specs)
@@ -151,39 +151,21 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 }
 
 // accumulateNative is Accumulate on the native decoder: the gradient is
-// computed on the host and added to the accumulator there.
+// added to the accumulator on the host.
 func (t *Trainer) accumulateNative(seqs []Sequence, weights [][]float32) ([][]float32, error) {
-	g, lp, err := t.m.nativeGradients(seqs, weights)
+	if t.acc != nil { // left by the graph engine
+		t.hostAcc, t.acc, t.pending = flatFromTensors(t.m.specs, t.acc), nil, true
+	}
+	if t.hostAcc == nil {
+		_, total := flatLayout(t.m.specs)
+		t.hostAcc = make([]float32, total)
+	}
+	lp, err := t.m.nativeGradients(seqs, weights, t.hostAcc)
 	if err != nil {
 		return nil, err
 	}
-	if t.acc != nil { // left by the graph engine
-		t.hostAcc = t.hostGrads()
-	}
-	if t.hostAcc == nil {
-		t.hostAcc = g
-	} else {
-		for i := range g {
-			addTo(t.hostAcc[i], g[i])
-		}
-	}
+	t.pending = true
 	return to32(lp), nil
-}
-
-// hostGrads returns the accumulated gradient on the host and clears the
-// accumulator.
-func (t *Trainer) hostGrads() [][]float32 {
-	if t.hostAcc != nil {
-		g := t.hostAcc
-		t.hostAcc = nil
-		return g
-	}
-	g := make([][]float32, len(t.acc))
-	for i, a := range t.acc {
-		g[i] = float32s(a)
-	}
-	t.acc = nil
-	return g
 }
 
 // accTensors returns the accumulated gradient as tensors (for the graphs)
@@ -194,12 +176,38 @@ func (t *Trainer) accTensors() []*tensors.Tensor {
 		t.acc = nil
 		return acc
 	}
-	acc := make([]*tensors.Tensor, len(t.hostAcc))
-	for i, g := range t.hostAcc {
-		acc[i] = tensors.FromFlatDataAndDimensions(g, t.m.specs[i].shape...)
-	}
-	t.hostAcc = nil
+	acc := tensorsFromFlat(t.m.specs, t.hostAcc)
+	t.hostAcc, t.pending = nil, false
 	return acc
+}
+
+// graphMoments returns the moments as tensors, moving them from the host
+// (or making zeros) first if needed.
+func (t *Trainer) graphMoments() (mom, vel []*tensors.Tensor) {
+	if t.mom == nil {
+		if t.hostMom != nil {
+			t.mom, t.vel = tensorsFromFlat(t.m.specs, t.hostMom), tensorsFromFlat(t.m.specs, t.hostVel)
+			t.hostMom, t.hostVel = nil, nil
+		} else {
+			t.mom, t.vel = t.zeros(), t.zeros()
+		}
+	}
+	return t.mom, t.vel
+}
+
+// nativeMoments returns the moments on the host, moving them from the
+// tensors (or making zeros) first if needed.
+func (t *Trainer) nativeMoments() (mom, vel []float32) {
+	if t.hostMom == nil {
+		if t.mom != nil {
+			t.hostMom, t.hostVel = flatFromTensors(t.m.specs, t.mom), flatFromTensors(t.m.specs, t.vel)
+			t.mom, t.vel = nil, nil
+		} else {
+			_, total := flatLayout(t.m.specs)
+			t.hostMom, t.hostVel = make([]float32, total), make([]float32, total)
+		}
+	}
+	return t.hostMom, t.hostVel
 }
 
 // surrogateGrads returns the gradients of Σ weights·lp with respect to every
@@ -240,25 +248,23 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
-	if t.acc == nil && t.hostAcc == nil {
+	if t.acc == nil && !t.pending {
 		return 0, fmt.Errorf("model: Apply: no gradient accumulated since the last step")
 	}
 	if learningRate <= 0 {
 		learningRate = t.opt.LearningRate
 	}
 	// The gradient and its norm, where the engine keeps them.
-	var host [][]float32
+	var host []float32
 	var acc []*tensors.Tensor
 	var norm float64
 	if t.m.native() {
-		host = t.hostGrads()
-		sq := 0.0
-		for _, g := range host {
-			for _, x := range g {
-				sq += float64(x) * float64(x)
-			}
+		if t.acc != nil { // left by the graph engine
+			t.hostAcc, t.acc = flatFromTensors(t.m.specs, t.acc), nil
 		}
-		norm = math.Sqrt(sq)
+		host = t.hostAcc
+		defer t.clearHostAcc()
+		norm = math.Sqrt(sumSquares(host))
 	} else {
 		acc = t.accTensors()
 		out, err := call(t.m.normExec(), acc)
@@ -296,6 +302,12 @@ type adamStep struct {
 	step                int64
 }
 
+// clearHostAcc empties the native gradient accumulator, keeping its memory.
+func (t *Trainer) clearHostAcc() {
+	kernel.Parallel(len(t.hostAcc), 1<<20, func(lo, hi int) { clear(t.hostAcc[lo:hi]) })
+	t.pending = false
+}
+
 // adamGraph applies the step with the adamw graph on the backend.
 func (t *Trainer) adamGraph(acc []*tensors.Tensor, st adamStep) error {
 	scalar := func(v float64) *tensors.Tensor {
@@ -305,7 +317,8 @@ func (t *Trainer) adamGraph(acc []*tensors.Tensor, st adamStep) error {
 		return tensors.FromScalar(float32(v))
 	}
 	args := []any{scalar(st.lr), scalar(st.scale), scalar(st.bc1), scalar(st.bc2)}
-	for _, group := range [][]*tensors.Tensor{acc, t.mom, t.vel} {
+	mom, vel := t.graphMoments()
+	for _, group := range [][]*tensors.Tensor{acc, mom, vel} {
 		for _, x := range group {
 			d, err := DonateTensorBuffer(x, t.m.backend, compute.DeviceNum(0))
 			if err != nil {
@@ -325,38 +338,31 @@ func (t *Trainer) adamGraph(acc []*tensors.Tensor, st adamStep) error {
 }
 
 // adamHost applies the step on the host, for models on the native engine:
-// the same AdamW update, elementwise in float32.
-func (t *Trainer) adamHost(grads [][]float32, st adamStep) error {
+// the same AdamW update, elementwise in float32, in place on the host
+// parameters while no pass reads them.
+func (t *Trainer) adamHost(grads []float32, st adamStep) error {
 	o := t.opt
 	ks := kernel.AdamWStep{LR: float32(st.lr), Scale: float32(st.scale), Beta1: float32(o.Beta1), Beta2: float32(o.Beta2),
 		Eps: float32(o.Epsilon), Correction1: float32(st.bc1), Correction2: float32(st.bc2)}
-	params := t.m.snapshot()
-	next := make([]*tensors.Tensor, len(params))
-	for i, spec := range t.m.specs {
+	mom, vel := t.nativeMoments()
+	m := t.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.host == nil { // the parameters are tensors: a graph pass ran since the gradient was taken
+		m.host, m.params = flatFromTensors(m.specs, m.params), nil
+	}
+	off, _ := flatLayout(m.specs)
+	for i, spec := range m.specs {
 		s := ks
 		if spec.decay {
 			s.Decay = float32(o.WeightDecay)
 		}
-		g := grads[i]
-		// The new parameters are written into a fresh tensor: the old ones
-		// may still be in use (snapshot), and are never changed in place.
-		next[i] = tensors.FromShape(shapes.Make(dtypes.Float32, spec.shape...))
-		var errs [4]error
-		errs[0] = tensors.MutableFlatData(next[i], func(p []float32) {
-			errs[1] = tensors.ConstFlatData(params[i], func(old []float32) { copy(p, old) })
-			errs[2] = tensors.MutableFlatData(t.mom[i], func(m []float32) {
-				errs[3] = tensors.MutableFlatData(t.vel[i], func(v []float32) {
-					kernel.Parallel(len(p), 1<<14, func(lo, hi int) {
-						kernel.AdamW(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], s)
-					})
-				})
-			})
+		lo, n := off[i], spec.size()
+		p, g, mi, vi := m.host[lo:lo+n], grads[lo:lo+n], mom[lo:lo+n], vel[lo:lo+n]
+		kernel.Parallel(n, 1<<14, func(lo, hi int) {
+			kernel.AdamW(p[lo:hi], g[lo:hi], mi[lo:hi], vi[lo:hi], s)
 		})
-		if err := errors.Join(errs[:]...); err != nil {
-			return fmt.Errorf("model: Apply: %s: %w", spec.name, err)
-		}
 	}
-	t.m.install(next)
 	return nil
 }
 

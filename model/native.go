@@ -25,7 +25,7 @@ type decoder struct {
 	layers []decoderLayer
 	normW  []float32 // final norm
 	normB  []float32 // gpt
-	head   proj    // the LM head [V,d] (lm_head.weight, or the tied embeddings)
+	head   proj      // the LM head [V,d] (lm_head.weight, or the tied embeddings)
 	tied   bool      // head is embed
 	// invFreq are llama's rotary frequencies (Config.ropeFrequencies) as float32.
 	invFreq []float32
@@ -86,8 +86,8 @@ type decoderLayer struct {
 	qkv            proj // [d → (H+2·KVH)·Dh]
 	out            proj // [H·Dh → d]
 	norm2W, norm2B []float32
-	up             proj    // gpt c_fc [d → hid]; llama gate|up [d → 2·hid]
-	down           proj    // [hid → d]
+	up             proj      // gpt c_fc [d → hid]; llama gate|up [d → 2·hid]
+	down           proj      // [hid → d]
 	qNormW, kNormW []float32 // qwen3: the per-head query and key RMSNorm gains [Dh], or nil
 }
 
@@ -128,8 +128,8 @@ func newDecoder(cfg Config, specs []paramSpec, flat []float32) *decoder {
 				qkv:    proj{w: w[p+"attn.c_attn.weight"], b: w[p+"attn.c_attn.bias"], in: d, out: 3 * d},
 				out:    proj{w: w[p+"attn.c_proj.weight"], b: w[p+"attn.c_proj.bias"], in: d, out: d},
 				norm2W: w[p+"ln_2.weight"], norm2B: w[p+"ln_2.bias"],
-				up:     proj{w: w[p+"mlp.c_fc.weight"], b: w[p+"mlp.c_fc.bias"], in: d, out: cfg.Hidden},
-				down:   proj{w: w[p+"mlp.c_proj.weight"], b: w[p+"mlp.c_proj.bias"], in: cfg.Hidden, out: d},
+				up:   proj{w: w[p+"mlp.c_fc.weight"], b: w[p+"mlp.c_fc.bias"], in: d, out: cfg.Hidden},
+				down: proj{w: w[p+"mlp.c_proj.weight"], b: w[p+"mlp.c_proj.bias"], in: cfg.Hidden, out: d},
 			})
 		}
 		return dec

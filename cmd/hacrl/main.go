@@ -19,7 +19,9 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/hacrl/hacrl/internal/gcpace"
 	"github.com/hacrl/hacrl/internal/shared"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -38,8 +40,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "aborted")
 		os.Exit(130)
 	}()
+	if os.Getenv("GOGC") == "" {
+		// Model-sized heaps: at most gcHeadroom of garbage, not as much as is live.
+		go gcpace.Keep(ctx, gcHeadroom, 200*time.Millisecond)
+	}
 	os.Exit(execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// gcHeadroom is the garbage hacrl lets its heap collect above what is live
+// before a collection, once the live heap is larger than that (package
+// gcpace); setting GOGC in the environment turns this off.
+const gcHeadroom = 512 << 20
 
 // execute runs hacrl with args (and the given standard streams) and returns its exit status: 0 on success,
 // the status a command asked for (exitCode), 2 for a usage error (with a

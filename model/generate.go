@@ -343,6 +343,7 @@ type sampler struct {
 	e      []float32 // exp((x − max)/T) of the candidate ids
 	blocks []float64 // Σ e per block of sampleBlock ids
 	pad    []float32 // scratch for the padding ids' exponentials
+	x, w   []float32 // the filtered candidates' logits and weights
 	head   []int32   // candidate ids within the margin, then sorted
 	keys   []uint64  // head's sort keys
 	tmp    []uint64  // radix sort scratch
@@ -390,46 +391,54 @@ func (s *sampler) pick(logits []float32, opt SampleOptions, rng *rand.Rand) (int
 		return best, float64(logits[best]) - lse
 	}
 	temp := opt.Temperature
-	total := sum
-	if temp != 1 {
-		total = s.weigh(logits, top, float32(min(1/temp, math.MaxFloat32)))
-	}
+	scale := float32(min(1/temp, math.MaxFloat32))
 	topK := opt.TopK > 0 && opt.TopK < len(logits)
 	topP := opt.TopP > 0 && opt.TopP < 1
+	total := sum
+	if temp != 1 && !topK { // top-k weighs only its candidates
+		total = s.weigh(logits, top, scale)
+	}
 	if !topK && !topP {
 		c := s.draw(rng.Float64() * total)
 		return c, float64(logits[c]) - lse
 	}
-	// Candidates in decreasing logit order; total is the mass the nucleus
-	// is measured against: all tokens', or the top k's.
+	// Candidates in decreasing logit order with their weights w; total is
+	// the mass the nucleus is measured against: all tokens', or the top k's.
 	var cand []int32
 	if topK {
 		cand = s.sortedHead(logits, top, temp, opt.TopK, 0)[:opt.TopK]
-		total = 0
-		for _, c := range cand {
-			total += float64(s.e[c])
+		s.x = grow(s.x, len(cand))
+		for i, c := range cand {
+			s.x[i] = logits[c]
 		}
+		s.w = grow(s.w, len(cand))
+		total = kernel.ExpScaled(s.w, s.x, top, scale)
 	} else {
 		cand = s.sortedHead(logits, top, temp, 0, opt.TopP*total)
+		s.w = grow(s.w, len(cand))
+		for i, c := range cand {
+			s.w[i] = s.e[c]
+		}
 	}
+	w := s.w
 	if topP {
 		mass := 0.0
-		for i, c := range cand {
-			mass += float64(s.e[c])
+		for i := range w {
+			mass += float64(w[i])
 			if mass >= opt.TopP*total {
-				cand = cand[:i+1]
+				cand, w = cand[:i+1], w[:i+1]
 				break
 			}
 		}
 		total = mass
 	}
 	u := rng.Float64() * total
-	for _, c := range cand {
-		if u -= float64(s.e[c]); u < 0 {
+	for i, c := range cand {
+		if u -= float64(w[i]); u < 0 {
 			return int(c), float64(logits[c]) - lse
 		}
 	}
-	c := lastWeighed(s.e, cand) // u ran past the end by rounding
+	c := lastWeighed(w, cand) // u ran past the end by rounding
 	return c, float64(logits[c]) - lse
 }
 
@@ -479,10 +488,11 @@ func (s *sampler) draw(u float64) int {
 	return 0
 }
 
-// lastWeighed is the last of cand with a positive weight (cand[0] if none).
-func lastWeighed(e []float32, cand []int32) int {
+// lastWeighed is the last of cand with a positive weight w (cand[0] if
+// none).
+func lastWeighed(w []float32, cand []int32) int {
 	for i := len(cand) - 1; i > 0; i-- {
-		if e[cand[i]] > 0 {
+		if w[i] > 0 {
 			return int(cand[i])
 		}
 	}
@@ -496,7 +506,7 @@ func lastWeighed(e []float32, cand []int32) int {
 // for every sampled token; the result is a prefix of the full order. The
 // logits hold no NaN.
 func (s *sampler) sortedHead(logits []float32, top float32, temp float64, k int, mass float64) []int32 {
-	for _, margin := range []float64{8, 16, 32, 64, math.Inf(1)} {
+	for _, margin := range []float64{8, 10, 12, 16, 24, 32, 64, math.Inf(1)} {
 		s.head = kernel.IndexAtLeast(s.head[:0], logits, top-float32(margin*temp))
 		got := 0.0
 		if mass > 0 {
@@ -585,6 +595,9 @@ func radixSortHigh(keys, tmp []uint64) {
 		for _, k := range src {
 			count[(k>>shift)&0xff+1]++
 		}
+		if slices.Contains(count[1:], len(src)) {
+			continue // one byte value: the pass would not move a key
+		}
 		for i := 1; i < 257; i++ {
 			count[i] += count[i-1]
 		}
@@ -595,7 +608,9 @@ func radixSortHigh(keys, tmp []uint64) {
 		}
 		src, dst = dst, src
 	}
-	// four passes: the result is back in keys
+	if len(keys) > 0 && &src[0] != &keys[0] {
+		copy(keys, src)
+	}
 }
 
 // grow returns s resized to n elements, reusing its array when it can.

@@ -380,7 +380,7 @@ func (s *sampler) pick(logits []float32, opt SampleOptions, rng *rand.Rand) (int
 	if math.IsNaN(sum) { // a NaN logit (or +Inf): nothing to weigh
 		best := 0
 		for i, x := range logits {
-			if x > logits[best] {
+			if x > logits[best] || !isNaN32(x) && isNaN32(logits[best]) {
 				best = i
 			}
 		}
@@ -441,6 +441,9 @@ func (s *sampler) pick(logits []float32, opt SampleOptions, rng *rand.Rand) (int
 	c := lastWeighed(w, cand) // u ran past the end by rounding
 	return c, float64(logits[c]) - lse
 }
+
+// isNaN32 reports whether x is NaN.
+func isNaN32(x float32) bool { return x != x }
 
 // weigh sets s.e to exp((x − top)·scale) over logits, with each block's sum
 // in s.blocks, and returns the total (NaN if a logit is NaN).

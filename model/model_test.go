@@ -1463,6 +1463,41 @@ func TestPickStaysInSupport(t *testing.T) {
 	}
 }
 
+// Rows with NaN or infinite logits: a NaN row gives its greedy token among
+// the logits that are not NaN (0 if none is) and a NaN log-prob, whatever
+// the options; a −Inf logit is never drawn.
+func TestPickEdgeRows(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	opts := []SampleOptions{{}, {Temperature: 1}, {Temperature: 0.5, TopK: 3}, {Temperature: 2, TopP: 0.9}}
+	for _, tc := range []struct {
+		name   string
+		logits []float32
+		want   int // -1: any id but the −Inf ones
+		nanLP  bool
+	}{
+		{"all NaN", []float32{nan, nan, nan, nan}, 0, true},
+		{"NaN first", []float32{nan, 1, 3, 3, 2}, 2, true},
+		{"NaN last", []float32{1, 3, 2, nan}, 1, true},
+		{"+Inf", []float32{1, inf, 2, inf}, 1, true},
+		{"one finite", []float32{-inf, -inf, 0.5, -inf}, 2, false},
+		{"some −Inf", []float32{-inf, 0, -inf, 1, -inf, 0.5, -inf, -inf, 2, -inf}, -1, false},
+	} {
+		var smp sampler
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, opt := range opts {
+			for range 200 {
+				c, lp := smp.pick(tc.logits, opt, rng)
+				if tc.want >= 0 && c != tc.want || math.IsInf(float64(tc.logits[c]), -1) {
+					t.Fatalf("%s %+v: picked %d, want %d", tc.name, opt, c, tc.want)
+				}
+				if math.IsNaN(lp) != tc.nanLP || (!tc.nanLP && tc.want >= 0 && lp != 0) {
+					t.Fatalf("%s %+v: log-prob %v", tc.name, opt, lp)
+				}
+			}
+		}
+	}
+}
+
 // pick's tokens follow the exact distribution: a chi-square test of many
 // draws (ids expected fewer than 5 times pooled) with a fixed seed, and no
 // id off the distribution's support, at temperatures 1 and 0.7, with top-k

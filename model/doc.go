@@ -10,6 +10,11 @@
 //   - Generate: batched sampling with a key/value cache; host-side
 //     temperature, top-k, top-p or greedy choice with a seeded *rand.Rand.
 //     Temperature 0 means greedy (the limit of T → 0), on both engines.
+//     A draw works on the row's float32 logits with the vector code of
+//     internal/kernel (maximum, exponentials, ids near the best logit) and
+//     sorts only those candidates: a draw from a 152K vocabulary takes
+//     about 0.1 ms greedy or at T=1 (0.2 ms top-k, 0.5 ms top-p on a flat
+//     row), where a float64 pass and a wide sort took 4–60 ms.
 //     SampleOptions.Vocab gives a padded vocabulary its meaning: a model
 //     whose embedding has more rows than its tokenizer has tokens (Qwen2.5
 //     and Qwen3: 151936 rows for about 151665 tokens) never samples the

@@ -12,11 +12,14 @@ import (
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
 	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/hacrl/hacrl/internal/kernel"
 )
 
 // SampleOptions controls Generate. Temperature 0 is greedy decoding, so the
 // zero value (with MaxNewTokens set) decodes greedily; Temperature 1 with no
 // top-k or top-p filtering samples from the model's own distribution.
+// Sampling works on float32 logits (a float64 model's are rounded to
+// float32) with float32 weights, within a few ulps of the exact ones.
 type SampleOptions struct {
 	MaxNewTokens int     // at most this many tokens per sequence (> 0)
 	Temperature  float64 // divides the logits; 0 means greedy (as Greedy), the limit of T → 0
@@ -112,6 +115,7 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 		return nil, err
 	}
 	samples := make([]Sample, len(prompts))
+	var smp sampler
 	stop := func(t int) bool { return slices.Contains(opt.Stop, t) }
 	V := m.cfg.Vocab
 	var rows, next []int
@@ -125,7 +129,7 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 			if s.Stopped || len(s.Tokens) >= limit[i] {
 				continue
 			}
-			tok, lp := pick(logits[i*V:(i+1)*V], opt, rng)
+			tok, lp := smp.pick(logits[i*V:(i+1)*V], opt, rng)
 			s.Tokens = append(s.Tokens, tok)
 			s.LogProbs = append(s.LogProbs, float32(lp))
 			s.Stopped = stop(tok)
@@ -145,10 +149,13 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 // decodeRun is one Generate call on one engine. start returns the logits
 // after each prompt; step feeds tokens[i] to row rows[i] (the rows still
 // sampling) and returns the next logits. Both return [rows·V] indexed by
-// prompt row; entries of rows not fed are unspecified.
+// prompt row; entries of rows not fed are unspecified. The logits are
+// float32 whatever the model's dtype: a float64 model's (graph engine only)
+// are rounded to float32 before sampling, which moves a log-prob by about
+// 1e-7 relative, far below what sampling can tell apart.
 type decodeRun struct {
-	start func() ([]float64, error)
-	step  func(rows, tokens []int) ([]float64, error)
+	start func() ([]float32, error)
+	step  func(rows, tokens []int) ([]float32, error)
 	done  func() // releases what the run holds; may be nil
 }
 
@@ -181,12 +188,10 @@ func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error
 	ar := m.arenas.get()
 	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps), ar)
 	V := m.cfg.Vocab
-	logits := make([]float64, len(prompts)*V)
-	scatter := func(rows []int, out []float32) []float64 {
+	logits := make([]float32, len(prompts)*V)
+	scatter := func(rows []int, out []float32) []float32 {
 		for e, r := range rows {
-			for j, v := range out[e*V : (e+1)*V] {
-				logits[r*V+j] = float64(v)
-			}
+			copy(logits[r*V:(r+1)*V], out[e*V:(e+1)*V])
 		}
 		return logits
 	}
@@ -196,8 +201,8 @@ func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error
 	}
 	one := make([][]int, len(prompts))
 	return decodeRun{
-		start: func() ([]float64, error) { return scatter(all, dec.forward(cache, all, prompts)), nil },
-		step: func(rows, tokens []int) ([]float64, error) {
+		start: func() ([]float32, error) { return scatter(all, dec.forward(cache, all, prompts)), nil },
+		step: func(rows, tokens []int) ([]float32, error) {
 			for i, t := range tokens {
 				one[i] = append(one[i][:0], t)
 			}
@@ -232,16 +237,16 @@ func (m *Model) graphRun(prompts [][]int, longest, steps int) (decodeRun, error)
 	slot := P
 	next := make([]int32, B)
 	return decodeRun{
-		start: func() ([]float64, error) {
+		start: func() ([]float32, error) {
 			out, err := call(m.prefillExec(), params,
 				tensors.FromFlatDataAndDimensions(tokens, B, P), padT, tensors.FromShape(shapes.Make(dtypes.Int32, S)))
 			if err != nil {
 				return nil, err
 			}
 			cache = out[1:]
-			return float64s(out[0]), nil
+			return float32s(out[0]), nil
 		},
-		step: func(active, toks []int) ([]float64, error) {
+		step: func(active, toks []int) ([]float32, error) {
 			clear(next)
 			for i, r := range active {
 				next[r] = int32(toks[i])
@@ -261,7 +266,7 @@ func (m *Model) graphRun(prompts [][]int, longest, steps int) (decodeRun, error)
 				return nil, err
 			}
 			cache = out[1:]
-			return float64s(out[0]), nil
+			return float32s(out[0]), nil
 		},
 	}, nil
 }
@@ -328,155 +333,305 @@ func (m *Model) decodeExec() *Exec {
 	})
 }
 
-// sortedHead returns the most likely tokens in decreasing logit order (ties
-// by id): at least k of them, and enough that their weights reach mass.
-// It sorts only the tokens within a margin of the best logit, widening the
-// margin until that holds, so that a large vocabulary is not sorted whole
-// for every sampled token; the result is a prefix of the full order.
-func sortedHead(logits []float64, top, temp float64, k int, mass float64, weight func(int) float64) []int {
-	var head []int
-	for _, margin := range []float64{8, 16, 32, 64, math.Inf(1)} {
-		head = head[:0]
-		got := 0.0
-		for i, x := range logits {
-			if top-x <= margin*temp {
-				head = append(head, i)
-				if weight != nil {
-					got += weight(i)
-				}
-			}
-		}
-		if len(head) >= k && got >= mass {
-			break
-		}
-	}
-	slices.SortStableFunc(head, byDecreasingLogit(logits))
-	return head
+// sampler draws tokens from rows of float32 logits, keeping its scratch
+// space from one draw to the next (a Generate call holds one). Its work per
+// draw over the whole vocabulary is vector code of internal/kernel — the
+// maximum, the exponentials, and for top-k or top-p the ids within a margin
+// of the best logit — and scalar work only over a block of sampleBlock ids
+// and the few candidates the margin leaves.
+type sampler struct {
+	e      []float32 // exp((x − max)/T) of the candidate ids
+	blocks []float64 // Σ e per block of sampleBlock ids
+	pad    []float32 // scratch for the padding ids' exponentials
+	x, w   []float32 // the filtered candidates' logits and weights
+	head   []int32   // candidate ids within the margin, then sorted
+	keys   []uint64  // head's sort keys
+	tmp    []uint64  // radix sort scratch
 }
 
-// byDecreasingLogit orders token ids by decreasing logit (a stable sort
-// keeps ties in id order).
-func byDecreasingLogit(logits []float64) func(a, b int) int {
-	return func(a, b int) int {
-		switch {
-		case logits[a] > logits[b]:
-			return -1
-		case logits[a] < logits[b]:
-			return 1
-		}
-		return 0
-	}
-}
+// sampleBlock is how many ids the weights are summed over per block: a
+// draw walks the block sums, then one block.
+const sampleBlock = 1024
 
-// pick chooses the next token from one row of logits and returns it with its
-// log-probability under the unfiltered, temperature-1 distribution over the
-// whole row. Only ids below opt.Vocab (when set) are candidates.
-func pick(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
+// pick chooses the next token from one row of logits and returns it with
+// its log-probability under the unfiltered, temperature-1 distribution over
+// the whole row. Only ids below opt.Vocab (when set) are candidates.
+//
+// Greedy takes the largest logit, the lowest id among ties. Otherwise the
+// token is drawn with weight exp((x − max)/T): from all candidates, from
+// the TopK largest (ties by id), and with TopP from the smallest set in
+// decreasing-logit order (ties by id) whose weight reaches TopP of the
+// total (the top k's total with TopK too). Weights are float32 (within a
+// few ulps of the exact ones), added in float64 in a fixed order, so the
+// same logits and rng state give the same token whatever the machine's
+// cores. A row with a NaN logit has a NaN log-prob and gives its greedy
+// token among the logits that are not NaN (0 if none is).
+func (s *sampler) pick(logits []float32, opt SampleOptions, rng *rand.Rand) (int, float64) {
 	full := logits
 	if opt.Vocab > 0 && opt.Vocab < len(logits) {
 		logits = logits[:opt.Vocab]
 	}
-	// e holds exp(x − max x) of the candidates, shared by the log-sum-exp
-	// and, at temperature 1, the sampling weights.
-	top := logits[0]
-	for _, v := range logits {
-		top = max(top, v)
-	}
-	e := make([]float64, len(logits))
-	sum := 0.0
-	for i, v := range logits {
-		e[i] = math.Exp(v - top)
-		sum += e[i]
-	}
-	lse := top + math.Log(sum)
+	top := kernel.Max(logits)
+	sum := s.weigh(logits, top, 1)
+	lse := float64(top) + math.Log(sum)
 	if rest := full[len(logits):]; len(rest) > 0 { // padding ids keep their mass
-		lse = logAddExp(lse, lseOf(rest))
+		lse = logAddExp(lse, s.lseOf(rest))
 	}
-	if opt.greedy() {
+	if math.IsNaN(sum) { // a NaN logit (or +Inf): nothing to weigh
 		best := 0
 		for i, x := range logits {
-			if x > logits[best] {
+			if x > logits[best] || !isNaN32(x) && isNaN32(logits[best]) {
 				best = i
 			}
 		}
-		return best, logits[best] - lse
+		return best, math.NaN()
+	}
+	if opt.greedy() {
+		best := kernel.FirstAtLeast(logits, top)
+		return best, float64(logits[best]) - lse
 	}
 	temp := opt.Temperature
-	weight := func(c int) float64 { // the token's unnormalized probability at temp
-		if temp == 1 {
-			return e[c]
-		}
-		return math.Exp((logits[c] - top) / temp)
-	}
+	scale := float32(min(1/temp, math.MaxFloat32))
 	topK := opt.TopK > 0 && opt.TopK < len(logits)
 	topP := opt.TopP > 0 && opt.TopP < 1
-	// Candidates in decreasing logit order when filtering, else all tokens;
-	// total is the mass the nucleus is measured against: all tokens', or
-	// the top k's.
-	var cand []int
-	total := 0.0
-	switch {
-	case topK:
-		cand = sortedHead(logits, top, temp, opt.TopK, 0, nil)
-		cand = cand[:min(opt.TopK, len(cand))] // fewer only with NaN logits
-		for _, c := range cand {
-			total += weight(c)
+	total := sum
+	if temp != 1 && !topK { // top-k weighs only its candidates
+		total = s.weigh(logits, top, scale)
+	}
+	if !topK && !topP {
+		c := s.draw(rng.Float64() * total)
+		return c, float64(logits[c]) - lse
+	}
+	// Candidates in decreasing logit order with their weights w; total is
+	// the mass the nucleus is measured against: all tokens', or the top k's.
+	var cand []int32
+	if topK {
+		cand = s.sortedHead(logits, top, temp, opt.TopK, 0)[:opt.TopK]
+		s.x = grow(s.x, len(cand))
+		for i, c := range cand {
+			s.x[i] = logits[c]
 		}
-	case topP:
-		for i := range logits {
-			total += weight(i)
-		}
-		cand = sortedHead(logits, top, temp, 0, opt.TopP*total, weight)
-	default:
-		cand = make([]int, len(logits))
-		for i := range cand {
-			cand[i] = i
-			total += weight(i)
+		s.w = grow(s.w, len(cand))
+		total = kernel.ExpScaled(s.w, s.x, top, scale)
+	} else {
+		cand = s.sortedHead(logits, top, temp, 0, opt.TopP*total)
+		s.w = grow(s.w, len(cand))
+		for i, c := range cand {
+			s.w[i] = s.e[c]
 		}
 	}
-	if len(cand) == 0 { // NaN logits only: nothing compares
-		cand = []int{0}
-	}
-	w := make([]float64, len(cand))
-	for i, c := range cand {
-		w[i] = weight(c)
-	}
+	w := s.w
 	if topP {
 		mass := 0.0
 		for i := range w {
-			mass += w[i]
+			mass += float64(w[i])
 			if mass >= opt.TopP*total {
-				cand, w, total = cand[:i+1], w[:i+1], mass
+				cand, w = cand[:i+1], w[:i+1]
 				break
 			}
 		}
+		total = mass
 	}
 	u := rng.Float64() * total
-	chosen := cand[len(cand)-1]
 	for i, c := range cand {
-		u -= w[i]
-		if u < 0 {
-			chosen = c
+		if u -= float64(w[i]); u < 0 {
+			return int(c), float64(logits[c]) - lse
+		}
+	}
+	c := lastWeighed(w, cand) // u ran past the end by rounding
+	return c, float64(logits[c]) - lse
+}
+
+// isNaN32 reports whether x is NaN.
+func isNaN32(x float32) bool { return x != x }
+
+// weigh sets s.e to exp((x − top)·scale) over logits, with each block's sum
+// in s.blocks, and returns the total (NaN if a logit is NaN).
+func (s *sampler) weigh(logits []float32, top, scale float32) float64 {
+	n := len(logits)
+	s.e = grow(s.e, n)
+	s.blocks = s.blocks[:0]
+	total := 0.0
+	for lo := 0; lo < n; lo += sampleBlock {
+		hi := min(lo+sampleBlock, n)
+		b := kernel.ExpScaled(s.e[lo:hi], logits[lo:hi], top, scale)
+		s.blocks = append(s.blocks, b)
+		total += b
+	}
+	return total
+}
+
+// draw is the id where the running sum of the weights s.e passes u (one of
+// [0, their total)): the block where the block sums pass it, then the id in
+// that block.
+func (s *sampler) draw(u float64) int {
+	for b, sum := range s.blocks {
+		if u >= sum {
+			u -= sum
+			continue
+		}
+		lo := b * sampleBlock
+		block := s.e[lo:min(lo+sampleBlock, len(s.e))]
+		for i, w := range block {
+			if u -= float64(w); u < 0 {
+				return lo + i
+			}
+		}
+		for i := len(block) - 1; i >= 0; i-- { // u ran past the block by rounding
+			if block[i] > 0 {
+				return lo + i
+			}
+		}
+	}
+	for i := len(s.e) - 1; i > 0; i-- { // u ran past the total by rounding
+		if s.e[i] > 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// lastWeighed is the last of cand with a positive weight w (cand[0] if
+// none).
+func lastWeighed(w []float32, cand []int32) int {
+	for i := len(cand) - 1; i > 0; i-- {
+		if w[i] > 0 {
+			return int(cand[i])
+		}
+	}
+	return int(cand[0])
+}
+
+// sortedHead returns the most likely tokens in decreasing logit order (ties
+// by id): at least k of them, and enough that their weights s.e reach mass.
+// It sorts only the tokens within a margin of the best logit, widening the
+// margin until that holds, so that a large vocabulary is not sorted whole
+// for every sampled token; the result is a prefix of the full order. The
+// logits hold no NaN.
+func (s *sampler) sortedHead(logits []float32, top float32, temp float64, k int, mass float64) []int32 {
+	for _, margin := range []float64{8, 10, 12, 16, 24, 32, 64, math.Inf(1)} {
+		s.head = kernel.IndexAtLeast(s.head[:0], logits, top-float32(margin*temp))
+		got := 0.0
+		if mass > 0 {
+			for _, c := range s.head {
+				got += float64(s.e[c])
+			}
+		}
+		if len(s.head) >= k && got >= mass {
 			break
 		}
 	}
-	return chosen, logits[chosen] - lse
+	s.keys = grow(s.keys, len(s.head))
+	for i, c := range s.head {
+		s.keys[i] = uint64(^orderedBits(logits[c]))<<32 | uint64(c)
+	}
+	if mass == 0 && 4*k < len(s.keys) { // only the first k count
+		s.keys = smallest(s.keys, k)
+		s.head = s.head[:k]
+	}
+	if len(s.keys) < 256 {
+		slices.Sort(s.keys)
+	} else {
+		s.tmp = grow(s.tmp, len(s.keys))
+		radixSortHigh(s.keys, s.tmp)
+	}
+	for i, key := range s.keys {
+		s.head[i] = int32(uint32(key))
+	}
+	return s.head
+}
+
+// smallest moves the k smallest of keys (k > 0) to its front, in no
+// particular order, and returns them: a max-heap of the k smallest so far,
+// each further key compared with its root.
+func smallest(keys []uint64, k int) []uint64 {
+	h := keys[:k]
+	for i := k/2 - 1; i >= 0; i-- {
+		siftDown(h, i)
+	}
+	for _, key := range keys[k:] {
+		if key < h[0] {
+			h[0] = key
+			siftDown(h, 0)
+		}
+	}
+	return h
+}
+
+// siftDown restores the max-heap order of h below node i.
+func siftDown(h []uint64, i int) {
+	for {
+		c := 2*i + 1
+		if c >= len(h) {
+			return
+		}
+		if c+1 < len(h) && h[c+1] > h[c] {
+			c++
+		}
+		if h[i] >= h[c] {
+			return
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+}
+
+// orderedBits maps a float32 that is not NaN to a uint32 of the same order
+// (−0 and +0 alike).
+func orderedBits(x float32) uint32 {
+	if x == 0 {
+		x = 0
+	}
+	b := math.Float32bits(x)
+	if b>>31 != 0 {
+		return ^b
+	}
+	return b | 1<<31
+}
+
+// radixSortHigh sorts keys by their upper 32 bits, stably (keys of equal
+// upper halves keep their order), with tmp as scratch of the same length.
+func radixSortHigh(keys, tmp []uint64) {
+	src, dst := keys, tmp
+	for shift := 32; shift < 64; shift += 8 {
+		var count [257]int
+		for _, k := range src {
+			count[(k>>shift)&0xff+1]++
+		}
+		if slices.Contains(count[1:], len(src)) {
+			continue // one byte value: the pass would not move a key
+		}
+		for i := 1; i < 257; i++ {
+			count[i] += count[i-1]
+		}
+		for _, k := range src {
+			d := (k >> shift) & 0xff
+			dst[count[d]] = k
+			count[d]++
+		}
+		src, dst = dst, src
+	}
+	if len(keys) > 0 && &src[0] != &keys[0] {
+		copy(keys, src)
+	}
+}
+
+// grow returns s resized to n elements, reusing its array when it can.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }
 
 // lseOf is log Σ exp(x) over xs (non-empty).
-func lseOf(xs []float64) float64 {
-	top := xs[0]
-	for _, x := range xs {
-		top = max(top, x)
+func (s *sampler) lseOf(xs []float32) float64 {
+	top := kernel.Max(xs)
+	if math.IsInf(float64(top), 0) {
+		return float64(top)
 	}
-	if math.IsInf(top, 0) {
-		return top
-	}
-	sum := 0.0
-	for _, x := range xs {
-		sum += math.Exp(x - top)
-	}
-	return top + math.Log(sum)
+	s.pad = grow(s.pad, len(xs))
+	return float64(top) + math.Log(kernel.ExpScaled(s.pad, xs, top, 1))
 }
 
 // logAddExp is log(exp(a) + exp(b)).

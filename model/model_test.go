@@ -1,9 +1,11 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -1357,33 +1359,43 @@ func TestEngineSwitchKeepsAccumulation(t *testing.T) {
 	}
 }
 
-// pickFullSort is pick as first written: the whole vocabulary sorted for
-// every filtered draw. The pick in use must make the same choices.
-func pickFullSort(logits []float64, opt SampleOptions, rng *rand.Rand) (int, float64) {
-	lse := logSumExp(logits)
+// pickReference is the distribution pick draws from, exactly, in float64
+// and with the whole vocabulary sorted: the probability of each candidate
+// id (0 for the rest) and the log-prob of each id under the unfiltered
+// temperature-1 distribution over the whole row. Greedy puts all the mass
+// on the largest logit, the lowest id among ties.
+func pickReference(logits32 []float32, opt SampleOptions) (probs, logProbs []float64) {
+	full := make([]float64, len(logits32))
+	for i, x := range logits32 {
+		full[i] = float64(x)
+	}
+	lse := logSumExp(full)
+	logProbs = make([]float64, len(full))
+	for i, x := range full {
+		logProbs[i] = x - lse
+	}
+	logits := full
 	if opt.Vocab > 0 {
 		logits = logits[:opt.Vocab]
 	}
+	probs = make([]float64, len(full))
 	if opt.Greedy || opt.Temperature == 0 {
-		c := slices.Index(logits, slices.Max(logits))
-		return c, logits[c] - lse
+		probs[slices.Index(logits, slices.Max(logits))] = 1
+		return probs, logProbs
 	}
-	temp := opt.Temperature
 	cand := make([]int, len(logits))
 	for i := range cand {
 		cand[i] = i
 	}
-	if (opt.TopK > 0 && opt.TopK < len(logits)) || (opt.TopP > 0 && opt.TopP < 1) {
-		slices.SortStableFunc(cand, byDecreasingLogit(logits))
-		if opt.TopK > 0 && opt.TopK < len(cand) {
-			cand = cand[:opt.TopK]
-		}
+	slices.SortStableFunc(cand, func(a, b int) int { return cmp.Compare(logits[b], logits[a]) })
+	if opt.TopK > 0 && opt.TopK < len(cand) {
+		cand = cand[:opt.TopK]
 	}
 	top := logits[cand[0]]
 	w := make([]float64, len(cand))
 	total := 0.0
 	for i, c := range cand {
-		w[i] = math.Exp((logits[c] - top) / temp)
+		w[i] = math.Exp((logits[c] - top) / opt.Temperature)
 		total += w[i]
 	}
 	if opt.TopP > 0 && opt.TopP < 1 {
@@ -1396,45 +1408,50 @@ func pickFullSort(logits []float64, opt SampleOptions, rng *rand.Rand) (int, flo
 			}
 		}
 	}
-	u := rng.Float64() * total
-	chosen := cand[len(cand)-1]
 	for i, c := range cand {
-		u -= w[i]
-		if u < 0 {
-			chosen = c
-			break
-		}
+		probs[c] = w[i] / total
 	}
-	return chosen, logits[chosen] - lse
+	return probs, logProbs
 }
 
-func TestPickMatchesFullSort(t *testing.T) {
+// pick draws only ids the exact distribution gives mass (allowing top-p
+// a boundary of 1e-4, for float32 weights), takes exactly the greedy id,
+// and reports the float64 log-softmax's log-prob within 1e-5, over random
+// rows flat and peaked, with ties, with and without padding ids.
+func TestPickStaysInSupport(t *testing.T) {
 	rng := rand.New(rand.NewPCG(41, 1))
 	opts := []SampleOptions{
 		{}, {Greedy: true, Temperature: 1}, {Temperature: 1}, {Temperature: 0.7}, {TopK: 1, Temperature: 1}, {TopK: 5, Temperature: 1},
 		{TopK: 40, Temperature: 1.3}, {TopP: 0.9, Temperature: 1}, {TopP: 0.5, Temperature: 0.6}, {TopP: 0.99, Temperature: 2},
 		{TopK: 20, TopP: 0.8, Temperature: 1}, {TopK: 5}, {TopP: 0.5},
 	}
+	var smp sampler
 	for _, V := range []int{16, 300, 5000} {
 		draws := 200
 		if V > 1000 {
 			draws = 30
 		}
 		for draw := range draws {
-			logits := make([]float64, V)
+			logits := make([]float32, V)
 			scale := []float64{0.5, 3, 12}[draw%3] // flat to peaked
 			for i := range logits {
-				logits[i] = scale * rng.NormFloat64()
+				logits[i] = float32(scale * rng.NormFloat64())
 			}
 			logits[rng.IntN(V)] = logits[rng.IntN(V)] // a tie now and then
 			for _, opt := range opts {
 				for _, vocab := range []int{0, V - V/4} { // all ids; the last quarter padding
 					opt.Vocab = vocab
-					seed := uint64(draw*100 + V)
-					a, la := pick(logits, opt, rand.New(rand.NewPCG(seed, 2)))
-					b, lb := pickFullSort(logits, opt, rand.New(rand.NewPCG(seed, 2)))
-					if a != b || math.Abs(la-lb) > 1e-12 {
-						t.Fatalf("V=%d draw %d %+v: pick %d (%v), full sort %d (%v)", V, draw, opt, a, la, b, lb)
+					c, lp := smp.pick(logits, opt, rand.New(rand.NewPCG(uint64(draw*100+V), 2)))
+					probs, lps := pickReference(logits, opt)
+					if opt.TopP > 0 && probs[c] == 0 {
+						opt.TopP += 1e-4
+						probs, _ = pickReference(logits, opt)
+					}
+					if probs[c] == 0 || (opt.greedy() && probs[c] != 1) {
+						t.Fatalf("V=%d draw %d %+v: picked %d, outside the distribution", V, draw, opt, c)
+					}
+					if math.Abs(lp-lps[c]) > 1e-5 {
+						t.Fatalf("V=%d draw %d %+v: log-prob of %d is %v, want %v", V, draw, opt, c, lp, lps[c])
 					}
 				}
 			}
@@ -1442,19 +1459,139 @@ func TestPickMatchesFullSort(t *testing.T) {
 	}
 }
 
-// BenchmarkPickTopP draws from a Qwen2-sized vocabulary with top-p, against
-// the full sort it replaced.
-func BenchmarkPickTopP(b *testing.B) {
-	rng := rand.New(rand.NewPCG(43, 1))
-	logits := make([]float64, 151936)
-	for i := range logits {
-		logits[i] = 3 * rng.NormFloat64()
+// Rows with NaN or infinite logits: a NaN row gives its greedy token among
+// the logits that are not NaN (0 if none is) and a NaN log-prob, whatever
+// the options; a −Inf logit is never drawn.
+func TestPickEdgeRows(t *testing.T) {
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	opts := []SampleOptions{{}, {Temperature: 1}, {Temperature: 0.5, TopK: 3}, {Temperature: 2, TopP: 0.9}}
+	for _, tc := range []struct {
+		name   string
+		logits []float32
+		want   int // -1: any id but the −Inf ones
+		nanLP  bool
+	}{
+		{"all NaN", []float32{nan, nan, nan, nan}, 0, true},
+		{"NaN first", []float32{nan, 1, 3, 3, 2}, 2, true},
+		{"NaN last", []float32{1, 3, 2, nan}, 1, true},
+		{"+Inf", []float32{1, inf, 2, inf}, 1, true},
+		{"one finite", []float32{-inf, -inf, 0.5, -inf}, 2, false},
+		{"some −Inf", []float32{-inf, 0, -inf, 1, -inf, 0.5, -inf, -inf, 2, -inf}, -1, false},
+	} {
+		var smp sampler
+		rng := rand.New(rand.NewPCG(1, 2))
+		for _, opt := range opts {
+			for range 200 {
+				c, lp := smp.pick(tc.logits, opt, rng)
+				if tc.want >= 0 && c != tc.want || math.IsInf(float64(tc.logits[c]), -1) {
+					t.Fatalf("%s %+v: picked %d, want %d", tc.name, opt, c, tc.want)
+				}
+				if math.IsNaN(lp) != tc.nanLP || (!tc.nanLP && tc.want >= 0 && lp != 0) {
+					t.Fatalf("%s %+v: log-prob %v", tc.name, opt, lp)
+				}
+			}
+		}
 	}
-	opt := SampleOptions{TopP: 0.95, Temperature: 1}
-	for name, f := range map[string]func([]float64, SampleOptions, *rand.Rand) (int, float64){"pick": pick, "full-sort": pickFullSort} {
-		b.Run(name, func(b *testing.B) {
+}
+
+// pick's tokens follow the exact distribution: a chi-square test of many
+// draws (ids expected fewer than 5 times pooled) with a fixed seed, and no
+// id off the distribution's support, at temperatures 1 and 0.7, with top-k
+// and top-p, with and without padding ids, on a row within one block of
+// the sampler's sums and on one across several.
+func TestPickDistribution(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	rows := map[string][]float32{}
+	for _, V := range []int{64, 3000} {
+		row := make([]float32, V)
+		for i := range row {
+			row[i] = float32(2 * rng.NormFloat64())
+		}
+		row[V/2] = row[V/3] // a tie
+		rows[fmt.Sprint("V=", V)] = row
+	}
+	for _, tc := range []struct {
+		name string
+		opt  SampleOptions
+	}{
+		{"T=1", SampleOptions{Temperature: 1}},
+		{"T=0.7", SampleOptions{Temperature: 0.7}},
+		{"T=1.5,top-k=10", SampleOptions{Temperature: 1.5, TopK: 10}},
+		{"T=1,top-p=0.8", SampleOptions{Temperature: 1, TopP: 0.8}},
+		{"T=0.7,top-k=20,top-p=0.9", SampleOptions{Temperature: 0.7, TopK: 20, TopP: 0.9}},
+	} {
+		for name, row := range rows {
+			for _, vocab := range []int{0, len(row) * 3 / 4} {
+				opt := tc.opt
+				opt.Vocab = vocab
+				t.Run(fmt.Sprintf("%s/%s/vocab=%d", tc.name, name, vocab), func(t *testing.T) {
+					const draws = 60000
+					probs, lps := pickReference(row, opt)
+					count := make([]int, len(row))
+					var smp sampler
+					r := rand.New(rand.NewPCG(11, uint64(vocab)))
+					for range draws {
+						c, lp := smp.pick(row, opt, r)
+						if probs[c] == 0 {
+							t.Fatalf("drew %d, outside the distribution", c)
+						}
+						if math.Abs(lp-lps[c]) > 1e-5 {
+							t.Fatalf("log-prob of %d is %v, want %v", c, lp, lps[c])
+						}
+						count[c]++
+					}
+					chi, df := 0.0, -1
+					pooledP, pooledN := 0.0, 0
+					for c, p := range probs {
+						if p == 0 {
+							continue
+						}
+						if p*draws < 5 {
+							pooledP, pooledN = pooledP+p, pooledN+count[c]
+							continue
+						}
+						d := float64(count[c]) - p*draws
+						chi += d * d / (p * draws)
+						df++
+					}
+					if pooledP*draws >= 5 {
+						d := float64(pooledN) - pooledP*draws
+						chi += d * d / (pooledP * draws)
+						df++
+					}
+					// The chi-square of df degrees has mean df and standard
+					// deviation √(2df): 6 of them is a failure by chance
+					// well below one in a million.
+					if limit := float64(df) + 6*math.Sqrt(2*float64(max(df, 1))); chi > limit {
+						t.Errorf("chi-square %.1f over %d degrees of freedom, want at most %.1f", chi, df, limit)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkPick draws from a Qwen2-sized vocabulary (flat logits: the
+// nucleus is wide) with the sampler's scratch kept as Generate keeps it.
+func BenchmarkPick(b *testing.B) {
+	rng := rand.New(rand.NewPCG(43, 1))
+	logits := make([]float32, 151936)
+	for i := range logits {
+		logits[i] = float32(3 * rng.NormFloat64())
+	}
+	for _, c := range []struct {
+		name string
+		opt  SampleOptions
+	}{
+		{"T=1", SampleOptions{Temperature: 1}},
+		{"T=1,top-p=0.95", SampleOptions{Temperature: 1, TopP: 0.95}},
+		{"T=0.7,top-k=50", SampleOptions{Temperature: 0.7, TopK: 50}},
+		{"greedy", SampleOptions{Greedy: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var smp sampler
 			for b.Loop() {
-				f(logits, opt, rng)
+				smp.pick(logits, c.opt, rng)
 			}
 		})
 	}

@@ -201,7 +201,20 @@ func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error
 	}
 	one := make([][]int, len(prompts))
 	return decodeRun{
-		start: func() ([]float32, error) { return scatter(all, dec.forward(cache, all, prompts)), nil },
+		start: func() ([]float32, error) {
+			// The prompts in groups of at most passTokenBudget tokens: a
+			// prefill's activations are those of one group at a time.
+			for lo := 0; lo < len(prompts); {
+				hi, n := lo+1, len(prompts[lo])
+				for hi < len(prompts) && n+len(prompts[hi]) <= passTokenBudget {
+					n += len(prompts[hi])
+					hi++
+				}
+				scatter(all[lo:hi], dec.forward(cache, all[lo:hi], prompts[lo:hi]))
+				lo = hi
+			}
+			return logits, nil
+		},
 		step: func(rows, tokens []int) ([]float32, error) {
 			for i, t := range tokens {
 				one[i] = append(one[i][:0], t)

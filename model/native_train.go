@@ -91,11 +91,11 @@ func (c Config) trainTokenBudget(seqs []Sequence) int {
 		T = max(T, len(s.Prompt)+len(s.Response)-1)
 	}
 	d, dh, H, KVH := c.Dim, c.HeadDim(), c.Heads, c.KVHeads
-	up := c.Hidden
-	if c.Family == "llama" {
+	up := c.Hidden // the pre-activation, and exact GELU's Φ beside it
+	if c.Family == "llama" || c.Activation == "gelu" {
 		up *= 2
 	}
-	perLayer := 4*d + 2 + (H+2*KVH)*dh + (H+KVH)*(dh+1) + H*dh + 2*up + c.Hidden + H*T
+	perLayer := 2*d + 2 + (H+2*KVH)*dh + (H+KVH)*(dh+1) + H*dh + up + H*T
 	perToken := 4 * (c.Layers*perLayer + 2*d)
 	return max(1, min(passTokenBudget, passActivationBytes/perToken))
 }
@@ -170,16 +170,16 @@ func (p *arenaPool) put(ar *arena) {
 type normed struct{ xhat, rstd []float32 }
 
 // layerActs is what one block's forward pass keeps for its backward pass.
+// The norms' outputs and the activation, cheap to recompute from x̂ and the
+// pre-activation, are not kept (see backward).
 type layerActs struct {
 	norm1, norm2 normed
-	h1, h2       []float32   // the norms' outputs [N,d]
 	qkv          []float32   // [N,width], rotated for llama
 	qkNorm       normed      // qwen3: the per-head query/key norms' state
 	probs        [][]float32 // per sequence and query head: [T,T] attention probabilities
 	att          []float32   // [N,H·Dh] attention output
 	up           []float32   // [N,upWidth] pre-activation
 	cdf          []float32   // exact GELU: Φ(up), for the backward pass
-	act          []float32   // [N,hid] activation (the down projection's input)
 }
 
 // trace is a whole forward pass over a batch.
@@ -204,7 +204,7 @@ func (dec *decoder) run(b *batch, ar *arena, keep bool, scratch *arena) *trace {
 	}
 	x := ar.get(n * d)
 	dec.embedTokens(x, b.tokens, b.pos)
-	tmp := ar.get(n * d)
+	tmp, h, act := ar.get(n*d), ar.get(n*d), ar.get(n*cfg.Hidden)
 	for l, ly := range dec.layers {
 		la, a := ar, &layerActs{}
 		if keep {
@@ -213,9 +213,9 @@ func (dec *decoder) run(b *batch, ar *arena, keep bool, scratch *arena) *trace {
 			scratch.release()
 			la = scratch
 		}
-		a.h1, a.norm1 = dec.normSaved(x, ly.norm1W, ly.norm1B, n, la)
+		a.norm1 = dec.normSaved(h, x, ly.norm1W, ly.norm1B, n, la)
 		a.qkv = la.get(n * width)
-		ly.qkv.forward(true, a.qkv, a.h1, n)
+		ly.qkv.forward(true, a.qkv, h, n)
 		if ly.qNormW != nil {
 			heads := cfg.Heads + cfg.KVHeads
 			a.qkNorm = normed{xhat: la.get(n * heads * dh), rstd: la.get(n * heads)}
@@ -227,15 +227,14 @@ func (dec *decoder) run(b *batch, ar *arena, keep bool, scratch *arena) *trace {
 		a.att, a.probs = dec.selfAttention(b, a.qkv, width, la)
 		ly.out.forward(true, tmp, a.att, n)
 		addTo(x, tmp)
-		a.h2, a.norm2 = dec.normSaved(x, ly.norm2W, ly.norm2B, n, la)
+		a.norm2 = dec.normSaved(h, x, ly.norm2W, ly.norm2B, n, la)
 		a.up = la.get(n * ly.up.out)
-		ly.up.forward(true, a.up, a.h2, n)
-		a.act = la.get(n * cfg.Hidden)
+		ly.up.forward(true, a.up, h, n)
 		if cfg.Family == "gpt" && cfg.Activation == "gelu" {
 			a.cdf = la.get(len(a.up))
 		}
-		dec.activate(a.act, a.cdf, a.up, n, true)
-		ly.down.forward(true, tmp, a.act, n)
+		dec.activate(act, a.cdf, a.up, n, true)
+		ly.down.forward(true, tmp, act, n)
 		addTo(x, tmp)
 	}
 	// Only the head rows need the final norm's output.
@@ -243,15 +242,16 @@ func (dec *decoder) run(b *batch, ar *arena, keep bool, scratch *arena) *trace {
 	for j, r := range b.heads {
 		copy(xr[j*d:(j+1)*d], x[r*d:(r+1)*d])
 	}
-	tr.hr, tr.final = dec.normSaved(xr, dec.normW, dec.normB, len(b.heads), ar)
+	tr.hr = ar.get(len(xr))
+	tr.final = dec.normSaved(tr.hr, xr, dec.normW, dec.normB, len(b.heads), ar)
 	return tr
 }
 
-// normSaved normalizes the n rows of x (LayerNorm for gpt, RMSNorm for
-// llama) and returns the output with the saved state.
-func (dec *decoder) normSaved(x, w, b []float32, n int, ar *arena) ([]float32, normed) {
+// normSaved writes the norm (LayerNorm for gpt, RMSNorm for llama) of the n
+// rows of x into out and returns the saved state, from ar.
+func (dec *decoder) normSaved(out, x, w, b []float32, n int, ar *arena) normed {
 	d := dec.cfg.Dim
-	out, s := ar.get(n*d), normed{xhat: ar.get(n * d), rstd: ar.get(n)}
+	s := normed{xhat: ar.get(n * d), rstd: ar.get(n)}
 	gpt := dec.cfg.Family == "gpt"
 	kernel.Parallel(n, 16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -259,7 +259,24 @@ func (dec *decoder) normSaved(x, w, b []float32, n int, ar *arena) ([]float32, n
 			s.rstd[i] = kernel.Norm(out[r:r+d], s.xhat[r:r+d], x[r:r+d], w, b, dec.cfg.NormEps, gpt)
 		}
 	})
-	return out, s
+	return s
+}
+
+// normOutput recomputes a norm's output x̂·w (+ b) from its saved state, as
+// kernel.Norm computed it: the product rounded, then the bias added.
+func (dec *decoder) normOutput(out []float32, s normed, w, b []float32, n int) {
+	d := dec.cfg.Dim
+	kernel.Parallel(n, 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xh, o := s.xhat[i*d:(i+1)*d], out[i*d:(i+1)*d]
+			for j := range o {
+				o[j] = float32(xh[j] * w[j])
+			}
+			if b != nil {
+				kernel.Add(o, b)
+			}
+		}
+	})
 }
 
 // rotate applies RoPE (sign 1) or its inverse (sign −1, the backward pass)
@@ -535,17 +552,19 @@ func (dec *decoder) backward(tr *trace, dhr []float32, g *decoder, ar *arena) {
 		copy(dx[r*d:(r+1)*d], dxr[j*d:(j+1)*d])
 	}
 
-	tmp := ar.get(n * d)
+	tmp, h := ar.get(n*d), ar.get(n*d)
 	hid, upWidth := cfg.Hidden, dec.layers[0].up.out
-	dAct, dUp := ar.get(n*hid), ar.get(n*upWidth)
+	act, dAct, dUp := ar.get(n*hid), ar.get(n*hid), ar.get(n*upWidth)
 	dAtt, dqkv := ar.get(n*cfg.Heads*dh), ar.get(n*width)
 	for l := cfg.Layers - 1; l >= 0; l-- {
 		ly, gl, a := &dec.layers[l], &g.layers[l], &tr.layers[l]
-		// MLP: x += down(act(up(h2))).
-		ly.down.addGrad(gl.down, a.act, dx, n)
+		// MLP: x += down(act(up(h2))), with act and h2 recomputed.
+		dec.activate(act, nil, a.up, n, true)
+		ly.down.addGrad(gl.down, act, dx, n)
 		ly.down.backInput(dAct, dx, n)
 		dec.activationBackward(dUp, dAct, a.up, a.cdf, n)
-		ly.up.addGrad(gl.up, a.h2, dUp, n)
+		dec.normOutput(h, a.norm2, ly.norm2W, ly.norm2B, n)
+		ly.up.addGrad(gl.up, h, dUp, n)
 		ly.up.backInput(tmp, dUp, n)
 		dec.normBackward(dx, tmp, a.norm2, ly.norm2W, gl.norm2W, gl.norm2B, n)
 		// Attention: x += out(attention(qkv(h1))).
@@ -558,7 +577,8 @@ func (dec *decoder) backward(tr *trace, dhr []float32, g *decoder, ar *arena) {
 		if ly.qNormW != nil {
 			dec.qkNormBackward(dqkv, a.qkNorm, ly, gl, n, width)
 		}
-		ly.qkv.addGrad(gl.qkv, a.h1, dqkv, n)
+		dec.normOutput(h, a.norm1, ly.norm1W, ly.norm1B, n)
+		ly.qkv.addGrad(gl.qkv, h, dqkv, n)
 		ly.qkv.backInput(tmp, dqkv, n)
 		dec.normBackward(dx, tmp, a.norm1, ly.norm1W, gl.norm1W, gl.norm1B, n)
 	}

@@ -136,14 +136,13 @@
 // Model.SetEngine chooses how Generate, Score, Trainer.Accumulate and
 // Trainer.Apply run:
 //
-//   - native (native.go, native_train.go): the float32 weights copied to host
-//     memory and the forward and backward passes written out over them with
-//     the kernels of internal/kernel (AVX2 products on an assembly
-//     micro-kernel, attention, norms, activations and their gradients,
-//     AdamW). Batches are not padded: all sequences' tokens form one [N,d]
-//     matrix and attention runs per sequence and head; decoding keeps a KV
-//     cache per row and drops rows as they stop. The default on the Go (CPU)
-//     backend.
+//   - native (native.go, native_train.go): the forward and backward passes
+//     written out over the host parameters with the kernels of
+//     internal/kernel (AVX2 products on an assembly micro-kernel,
+//     attention, norms, activations and their gradients, AdamW). Batches are
+//     not padded: all sequences' tokens form one [N,d] matrix and attention
+//     runs per sequence and head; decoding keeps a KV cache per row and
+//     drops rows as they stop. The default on the Go (CPU) backend.
 //   - graph: GoMLX graphs compiled by the backend, with the lengths bucketed
 //     and padded (see "Shapes and buckets"). The path for GPUs (the XLA
 //     backend), for float64 models (the finite-difference gradient checks),
@@ -151,14 +150,41 @@
 //     the two to the same sampled tokens, log-probs (1e-4), gradients (1e-4
 //     relative) and weights after training steps.
 //
+// # Memory
+//
+// A float32 model holds one copy of its parameters (host.go): on the host,
+// one flat buffer in the checkpoint layout (torch.nn.Linear weights
+// [out,in]) with llama's q, k, v and gate, up projections adjacent, so that
+// each group is one matrix for the products and the decoder is a set of
+// views over it; or, once a graph runs, as backend tensors — the first pass
+// of either engine moves them, never copies. Load and New write straight
+// into the flat buffer. The native engine adds what training needs and no
+// more: a gradient accumulator and the two AdamW moments of the same
+// layout (Apply updates the parameters in place, holding the model's lock
+// against running passes), so full fine-tuning holds 16 bytes per parameter
+// plus activations. The activations of a training pass are bounded
+// (passActivationBytes, 1 GiB: the pass takes as many whole sequences as
+// fit; norm outputs and the MLP activation are recomputed in the backward
+// pass rather than kept); a scoring pass keeps one layer's at a time; the
+// LM head computes logits, log-probs, entropies and, in training, the
+// gradient dlogits = w·(onehot − softmax) a chunk of rows at a time
+// (headChunkFloats), so no [tokens × vocabulary] matrix exists; a decoding
+// prefill runs at most passTokenBudget prompt tokens at once and the KV
+// cache holds the slots the longest prompt and the new tokens need. The
+// hacrl command also bounds the garbage collector's headroom (package
+// internal/gcpace).
+//
 // # Speed
 //
 // On this project's 2-core CPU the native engine trains 1.1–1.5× as fast as
 // PyTorch with OpenBLAS and samples 2.1–4.2× as fast (README, `bash
 // bench/compare.sh`); the graph engine on the Go backend reaches about a
-// quarter of PyTorch (`hacrl bench engine --engine graph`). Decoding splits
-// a batch's rows between the cores for a whole step and reads weights
-// packed once per parameter update. Most of a native training step is
+// quarter of PyTorch (`hacrl bench engine --engine graph`). Decoding a
+// small model splits a batch's rows between the cores for a whole step;
+// a large one (over 32 MB of weights) splits each product's columns, so
+// every weight is read from memory once per step. Products with the
+// weights in file layout (x·Wᵀ) transpose each block of W into cache-sized
+// panels as they go (kernel.MatMulBT). Most of a native training step is
 // matrix products at about 160–185 GFLOP/s (`go test ./internal/kernel
 // -bench TrainingShapes`): tall products copy each 256-deep block of
 // weight panels (and, for xᵀ·y, strips of x) into contiguous memory so
@@ -180,6 +206,8 @@
 // # Concurrency
 //
 // Score and Generate may run concurrently with each other; a Trainer is used
-// from one goroutine, and Apply installs new parameters atomically between
-// passes.
+// from one goroutine, and Apply changes the parameters between passes: it
+// waits for the passes running (a Generate call is one pass) and the next
+// ones wait for it. A goroutine must not call Apply from inside a pass of
+// the same model (an rng callback, say).
 package model

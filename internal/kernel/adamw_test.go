@@ -30,3 +30,19 @@ func TestAdamW(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAdamW reports the bytes of parameters, gradients and moments
+// read and written per second (memory-bound on large models).
+func BenchmarkAdamW(b *testing.B) {
+	const n = 1 << 22
+	rng := rand.New(rand.NewPCG(1, 2))
+	p, g, m, v := random(rng, n), random(rng, n), random(rng, n), random(rng, n)
+	for i := range v {
+		v[i] *= v[i]
+	}
+	s := AdamWStep{LR: 1e-6, Scale: 1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, Decay: 0.01, Correction1: 0.1, Correction2: 0.001}
+	b.SetBytes(7 * 4 * n) // p, g, m, v read; p, m, v written
+	for b.Loop() {
+		AdamW(p, g, m, v, s)
+	}
+}

@@ -631,21 +631,39 @@ func mulAddAVX2(y, a, b []float32) {
 
 func adamWAVX2(p, g, m, v []float32, s AdamWStep) {
 	b := archsimd.BroadcastFloat32x8
-	scale, b1, c1, b2, c2 := b(s.Scale), b(s.Beta1), b(1-s.Beta1), b(s.Beta2), b(1-s.Beta2)
-	bc1, bc2, eps, lr, decay := b(s.Correction1), b(s.Correction2), b(s.Eps), b(s.LR), b(s.Decay*s.LR)
+	st := adamVectors{scale: b(s.Scale), b1: b(s.Beta1), c1: b(1 - s.Beta1), b2: b(s.Beta2), c2: b(1 - s.Beta2),
+		bc1: b(s.Correction1), bc2: b(s.Correction2), eps: b(s.Eps), lr: b(s.LR), decay: b(s.Decay * s.LR)}
 	n := len(p)
-	for i := 0; i < n; i += 8 {
-		gj := load8(g[i:n]).Mul(scale)
-		mj := load8(m[i:n]).Mul(b1).Add(gj.Mul(c1))
-		vj := load8(v[i:n]).Mul(b2).Add(gj.Mul(gj).Mul(c2))
-		update := mj.Div(bc1).Div(vj.Div(bc2).Sqrt().Add(eps))
-		pj := load8(p[i:n])
-		pj = pj.Sub(pj.Mul(decay)).Sub(update.Mul(lr))
+	i := 0
+	for ; i+8 <= n; i += 8 { // whole vectors: plain loads, much faster than masked ones
+		pj, mj, vj := st.step(archsimd.LoadFloat32x8Slice(p[i:]), archsimd.LoadFloat32x8Slice(g[i:]),
+			archsimd.LoadFloat32x8Slice(m[i:]), archsimd.LoadFloat32x8Slice(v[i:]))
+		mj.StoreSlice(m[i:])
+		vj.StoreSlice(v[i:])
+		pj.StoreSlice(p[i:])
+	}
+	if i < n {
+		pj, mj, vj := st.step(load8(p[i:n]), load8(g[i:n]), load8(m[i:n]), load8(v[i:n]))
 		store8(mj, m[i:n])
 		store8(vj, v[i:n])
 		store8(pj, p[i:n])
 	}
 	archsimd.ClearAVXUpperBits()
+}
+
+// adamVectors are an AdamWStep's scalars broadcast to all lanes.
+type adamVectors struct {
+	scale, b1, c1, b2, c2, bc1, bc2, eps, lr, decay archsimd.Float32x8
+}
+
+// step is AdamW on eight parameters: it returns the new p, m and v.
+func (s *adamVectors) step(p, g, m, v archsimd.Float32x8) (archsimd.Float32x8, archsimd.Float32x8, archsimd.Float32x8) {
+	gj := g.Mul(s.scale)
+	m = m.Mul(s.b1).Add(gj.Mul(s.c1))
+	v = v.Mul(s.b2).Add(gj.Mul(gj).Mul(s.c2))
+	update := m.Div(s.bc1).Div(v.Div(s.bc2).Sqrt().Add(s.eps))
+	p = p.Sub(p.Mul(s.decay)).Sub(update.Mul(s.lr))
+	return p, m, v
 }
 
 func maxAVX2(x []float32) float32 {

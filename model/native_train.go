@@ -508,16 +508,16 @@ func (dec *decoder) backward(tr *trace, w, probs []float32, g *grads, ar *arena)
 		// MLP: x += down(act(up(h2))).
 		addBiasGrad(gl.downB, dx, n, d)
 		addWeightGrad(gl.downW, a.act, dx, n, hid, d)
-		kernel.MatMulBT(dAct, dx, ly.downW, n, d, hid)
+		kernel.MatMulBT(dAct, dx, ly.downW, nil, n, d, hid)
 		dec.activationBackward(dUp, dAct, a.up, a.cdf, n)
 		addBiasGrad(gl.upB, dUp, n, upWidth)
 		addWeightGrad(gl.upW, a.h2, dUp, n, d, upWidth)
-		kernel.MatMulBT(tmp, dUp, ly.upW, n, upWidth, d)
+		kernel.MatMulBT(tmp, dUp, ly.upW, nil, n, upWidth, d)
 		dec.normBackward(dx, tmp, a.norm2, ly.norm2W, gl.norm2W, gl.norm2B, n)
 		// Attention: x += out(attention(qkv(h1))).
 		addBiasGrad(gl.outB, dx, n, d)
 		addWeightGrad(gl.outW, a.att, dx, n, cfg.Heads*dh, d)
-		kernel.MatMulBT(dAtt, dx, ly.outW, n, d, cfg.Heads*dh)
+		kernel.MatMulBT(dAtt, dx, ly.outW, nil, n, d, cfg.Heads*dh)
 		dec.attentionBackward(b, a, dAtt, dqkv, width)
 		if dec.invFreq != nil {
 			dec.rotate(dqkv, b.pos, width, -1, true)
@@ -527,7 +527,7 @@ func (dec *decoder) backward(tr *trace, w, probs []float32, g *grads, ar *arena)
 		}
 		addBiasGrad(gl.qkvB, dqkv, n, width)
 		addWeightGrad(gl.qkvW, a.h1, dqkv, n, d, width)
-		kernel.MatMulBT(tmp, dqkv, ly.qkvW, n, width, d)
+		kernel.MatMulBT(tmp, dqkv, ly.qkvW, nil, n, width, d)
 		dec.normBackward(dx, tmp, a.norm1, ly.norm1W, gl.norm1W, gl.norm1B, n)
 	}
 	for i, t := range b.tokens {

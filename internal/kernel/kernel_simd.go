@@ -104,6 +104,27 @@ var packBuffers = sync.Pool{New: func() any { return new([]float32) }}
 // and columns past the last full panel go through zero-padded strips and
 // panels and a scratch output tile.
 func (p product) packed(lo, hi int) {
+	chunk := packCols
+	if p.m < packMinRows {
+		chunk = packColsShort
+	}
+	for c := lo; c < hi; c += chunk {
+		p.packedCols(c, min(hi, c+chunk))
+	}
+}
+
+// packCols is the width of the column chunks a tall product packs at a
+// time: one k block of their panels (1 MiB) stays in the level-2 cache
+// while every tile of a sweeps it. packColsShort is the chunk of products
+// of fewer than packMinRows rows, which use each panel for a few tiles
+// only: its panels stay in the level-1 cache from packing to use.
+const (
+	packCols      = 1024
+	packColsShort = 64
+)
+
+// packedCols computes output columns [lo,hi) of a product (see packed).
+func (p product) packedCols(lo, hi int) {
 	panels := (hi - lo + 15) / 16
 	bufp := packBuffers.Get().(*[]float32)
 	defer packBuffers.Put(bufp)
@@ -138,10 +159,18 @@ func (p product) packed(lo, hi int) {
 					clear(panel)
 				}
 				if p.wt {
+					from := 0
+					if width == 16 && kc >= 8 {
+						// Eight steps at a time in registers, the rest (kc
+						// mod 8 steps) one element at a time below.
+						from = kc / 8 * 8
+						_ = p.w[(c+15)*p.k+k0+from-1]
+						transpose16(from, &p.w[c*p.k+k0], uintptr(p.k)*4, &panel[0])
+					}
 					for col := range width {
-						src := p.w[(c+col)*p.k+k0 : (c+col)*p.k+k0+kc]
+						src := p.w[(c+col)*p.k+k0+from : (c+col)*p.k+k0+kc]
 						for q, v := range src {
-							panel[q*16+col] = v
+							panel[(from+q)*16+col] = v
 						}
 					}
 					continue
@@ -234,6 +263,13 @@ func (p product) packed(lo, hi int) {
 //go:noescape
 func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
 	init *float32, istride uintptr, out *float32, ostride uintptr)
+
+// transpose16 is the assembly transpose (tile_amd64.s): dst[q·16+c] =
+// w[c·wstride bytes + q] for the 16 rows c of w and q < k, k a multiple of
+// 8.
+//
+//go:noescape
+func transpose16(k int, w *float32, wstride uintptr, dst *float32)
 
 // row computes columns [c, c+width) (width ≤ 16) of output row i.
 func (p product) row(i, c, width int) {

@@ -275,19 +275,50 @@ func TestMatMulPathsAgreeBitwise(t *testing.T) {
 	}
 }
 
-// x·wᵀ from w [n,k] equals, bit for bit, x times w transposed by hand.
+// x·wᵀ (+ bias) from w [n,k] equals, bit for bit, x times w transposed by
+// hand, for every row count (single decoding rows, partial and whole 6-row
+// tiles, tall products), k with several blocks and a remainder of steps
+// that is not a multiple of 8, columns that are not a multiple of 16 and
+// span several packing chunks; spread over the cores and serial, setting
+// and adding to out.
 func TestMatMulBT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	for _, s := range []struct{ m, k, n int }{{3, 5, 7}, {70, 300, 33}, {64, 600, 128}, {130, 40, 16}} {
-		x, w := random(rng, s.m*s.k), random(rng, s.n*s.k)
-		wt := make([]float32, len(w))
-		Transpose(wt, w, s.n, s.k)
-		want, got := make([]float32, s.m*s.n), make([]float32, s.m*s.n)
-		MatMul(want, x, wt, nil, s.m, s.k, s.n)
-		MatMulBT(got, x, w, s.m, s.k, s.n)
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("%v: out[%d] = %v, want %v", s, i, got[i], want[i])
+	for _, m := range []int{1, 2, 5, 6, 7, 13, 64, 100} {
+		for _, kn := range [][2]int{{5, 7}, {300, 70}, {520, 1100}, {64, 33}} {
+			k, n := kn[0], kn[1]
+			x, w, b := random(rng, m*k), random(rng, n*k), random(rng, n)
+			wt := make([]float32, len(w))
+			Transpose(wt, w, n, k)
+			init := random(rng, m*n)
+			for _, bias := range [][]float32{nil, b} {
+				want := make([]float32, m*n)
+				MatMul(want, x, wt, bias, m, k, n)
+				for _, serial := range []bool{false, true} {
+					got := random(rng, m*n) // stale values must be overwritten
+					if serial {
+						MatMulBTSerial(got, x, w, bias, m, k, n)
+					} else {
+						MatMulBT(got, x, w, bias, m, k, n)
+					}
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%dx%dx%d bias=%v serial=%v: out[%d] = %v, want %v", m, k, n, bias != nil, serial, i, got[i], want[i])
+						}
+					}
+				}
+			}
+			// Adding: each row is its old value plus the same products, as
+			// a one-row MatMul with the old row as its bias.
+			want := make([]float32, m*n)
+			for i := range m {
+				MatMul(want[i*n:(i+1)*n], x[i*k:(i+1)*k], wt, init[i*n:(i+1)*n], 1, k, n)
+			}
+			got := append([]float32(nil), init...)
+			MatMulBTAdd(got, x, w, m, k, n)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%dx%dx%d: MatMulBTAdd out[%d] = %v, want %v", m, k, n, i, got[i], want[i])
+				}
 			}
 		}
 	}

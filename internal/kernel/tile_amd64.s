@@ -88,3 +88,87 @@ done:
 	VMOVUPS Y11, 32(DX)(CX*2)
 	VZEROUPPER
 	RET
+
+// func transpose16(k int, w *float32, wstride uintptr, dst *float32)
+//
+// dst[q·16 + c] = w[c·wstride bytes + q] for the 16 rows c = 0…15 of w and
+// q = 0…k−1, k a multiple of 8: sixteen weight rows [·,k] become one panel
+// [k,16] for tile6x16, eight by eight through an in-register transpose.
+TEXT ·transpose16(SB), NOSPLIT, $0-32
+	MOVQ k+0(FP), AX
+	MOVQ w+8(FP), SI
+	MOVQ wstride+16(FP), R8
+	MOVQ dst+24(FP), DI
+	SHRQ $3, AX
+	JZ   tdone
+	LEAQ (R8)(R8*2), R9 // 3·stride
+	MOVQ R8, R10
+	SHLQ $3, R10        // 8·stride
+
+tloop:
+	MOVQ SI, BX
+	MOVQ DI, DX
+	MOVQ $2, CX
+
+thalf:
+	// Rows c…c+7, eight steps each.
+	LEAQ    (BX)(R9*1), R11
+	LEAQ    (R11)(R9*1), R12
+	VMOVUPS (BX), Y0
+	VMOVUPS (BX)(R8*1), Y1
+	VMOVUPS (BX)(R8*2), Y2
+	VMOVUPS (R11), Y3
+	VMOVUPS (R11)(R8*1), Y4
+	VMOVUPS (R11)(R8*2), Y5
+	VMOVUPS (R12), Y6
+	VMOVUPS (R12)(R8*1), Y7
+
+	VUNPCKLPS Y1, Y0, Y8
+	VUNPCKHPS Y1, Y0, Y9
+	VUNPCKLPS Y3, Y2, Y10
+	VUNPCKHPS Y3, Y2, Y11
+	VUNPCKLPS Y5, Y4, Y12
+	VUNPCKHPS Y5, Y4, Y13
+	VUNPCKLPS Y7, Y6, Y14
+	VUNPCKHPS Y7, Y6, Y15
+
+	VSHUFPS $0x44, Y10, Y8, Y0
+	VSHUFPS $0xEE, Y10, Y8, Y1
+	VSHUFPS $0x44, Y11, Y9, Y2
+	VSHUFPS $0xEE, Y11, Y9, Y3
+	VSHUFPS $0x44, Y14, Y12, Y4
+	VSHUFPS $0xEE, Y14, Y12, Y5
+	VSHUFPS $0x44, Y15, Y13, Y6
+	VSHUFPS $0xEE, Y15, Y13, Y7
+
+	VINSERTF128 $1, X4, Y0, Y8
+	VPERM2F128  $0x31, Y4, Y0, Y12
+	VINSERTF128 $1, X5, Y1, Y9
+	VPERM2F128  $0x31, Y5, Y1, Y13
+	VINSERTF128 $1, X6, Y2, Y10
+	VPERM2F128  $0x31, Y6, Y2, Y14
+	VINSERTF128 $1, X7, Y3, Y11
+	VPERM2F128  $0x31, Y7, Y3, Y15
+
+	VMOVUPS Y8, (DX)
+	VMOVUPS Y9, 64(DX)
+	VMOVUPS Y10, 128(DX)
+	VMOVUPS Y11, 192(DX)
+	VMOVUPS Y12, 256(DX)
+	VMOVUPS Y13, 320(DX)
+	VMOVUPS Y14, 384(DX)
+	VMOVUPS Y15, 448(DX)
+
+	ADDQ R10, BX
+	ADDQ $32, DX
+	DECQ CX
+	JNZ  thalf
+
+	ADDQ $32, SI
+	ADDQ $512, DI
+	DECQ AX
+	JNZ  tloop
+
+tdone:
+	VZEROUPPER
+	RET

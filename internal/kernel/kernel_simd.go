@@ -200,7 +200,7 @@ func (p product) packedCols(lo, hi int) {
 		tile := func(i, rows, j int, a *float32, astride, astep uintptr) {
 			c := lo + 16*j
 			width := min(16, hi-c)
-			if rows == 6 && width == 16 {
+			if width == 16 {
 				out := &p.out[i*p.n+c]
 				init, istride := out, uintptr(p.n)*4
 				if k0 == 0 && !p.accumulate {
@@ -209,7 +209,7 @@ func (p product) packedCols(lo, hi int) {
 						init = &p.bias[c]
 					}
 				}
-				tile6x16(kc, a, astride, astep, panelAt(j), 64, init, istride, out, uintptr(p.n)*4)
+				tileRows(rows, kc, a, astride, astep, panelAt(j), 64, init, istride, out, uintptr(p.n)*4)
 				return
 			}
 			for r := range rows {
@@ -239,15 +239,26 @@ func (p product) packedCols(lo, hi int) {
 			}
 		}
 		if rest := p.m - 6*tiles; rest > 0 {
-			// The last rows: a zero-padded strip.
+			// The last rows: straight from a on a tile of their count, or
+			// from a zero-padded strip (a transposed, or the scratch tile
+			// of a partial panel).
 			i := 6 * tiles
-			clear(strip[:kc*6])
-			for q := range kc {
-				for r := range rest {
-					strip[q*6+r] = p.a[(i+r)*p.rs+(k0+q)*p.ps]
-				}
-			}
+			_ = p.a[(i+rest-1)*p.rs+(k0+kc-1)*p.ps]
+			stripped := false
 			for j := range panels {
+				if p.rs != 1 && hi-(lo+16*j) >= 16 {
+					tile(i, rest, j, &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4)
+					continue
+				}
+				if !stripped {
+					clear(strip[:kc*6])
+					for q := range kc {
+						for r := range rest {
+							strip[q*6+r] = p.a[(i+r)*p.rs+(k0+q)*p.ps]
+						}
+					}
+					stripped = true
+				}
 				tile(i, rest, j, &strip[0], 4, 24)
 			}
 		}
@@ -263,6 +274,42 @@ func (p product) packedCols(lo, hi int) {
 //go:noescape
 func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
 	init *float32, istride uintptr, out *float32, ostride uintptr)
+
+// tileRows is tile6x16 for the first rows (1…6) of the tile.
+func tileRows(rows, k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+	init *float32, istride uintptr, out *float32, ostride uintptr) {
+	switch rows {
+	case 1:
+		tile1x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 2:
+		tile2x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 3:
+		tile3x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 4:
+		tile4x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 5:
+		tile5x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	default:
+		tile6x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	}
+}
+
+// tile1x16 … tile5x16 are tile6x16 for fewer rows (tile_amd64.s).
+//
+//go:noescape
+func tile1x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile2x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile3x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile4x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile5x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
 
 // transpose16 is the assembly transpose (tile_amd64.s): dst[q·16+c] =
 // w[c·wstride bytes + q] for the 16 rows c of w and q < k, k a multiple of

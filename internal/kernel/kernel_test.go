@@ -283,7 +283,7 @@ func TestMatMulPathsAgreeBitwise(t *testing.T) {
 // and adding to out.
 func TestMatMulBT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	for _, m := range []int{1, 2, 5, 6, 7, 13, 64, 100} {
+	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 13, 64, 100} {
 		for _, kn := range [][2]int{{5, 7}, {300, 70}, {520, 1100}, {64, 33}} {
 			k, n := kn[0], kn[1]
 			x, w, b := random(rng, m*k), random(rng, n*k), random(rng, n)
@@ -369,5 +369,46 @@ func BenchmarkTrainingShapes(b *testing.B) {
 			}
 			b.ReportMetric(float64(2*s.m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+	}
+}
+
+// BenchmarkLinearShapes times the Linear layers of Qwen2.5-0.5B (d=896,
+// vocabulary 151,936) with their weights [out,in] as the checkpoint holds
+// them (MatMulBT) against the same weights transposed and packed
+// beforehand (MatMulPacked, a second copy): decoding rows (1–16) are bound
+// by reading the weights (MB/s counts weight bytes), training rows by the
+// multiply-adds (GFLOP/s).
+func BenchmarkLinearShapes(b *testing.B) {
+	for _, s := range []struct {
+		name string
+		k, n int
+	}{{"qkv", 896, 1152}, {"o_proj", 896, 896}, {"gate_up", 896, 9728}, {"down", 4864, 896}, {"head", 896, 151936}} {
+		rng := rand.New(rand.NewPCG(1, 1))
+		w := make([]float32, s.k*s.n)
+		for i := range w {
+			w[i] = rng.Float32() - 0.5
+		}
+		wt := make([]float32, len(w))
+		Transpose(wt, w, s.n, s.k)
+		packed := Pack(wt, s.k, s.n)
+		for _, m := range []int{1, 8, 16, 64, 1024} {
+			if m == 1024 && s.n > 100000 {
+				continue
+			}
+			x, out := random(rng, m*s.k), make([]float32, m*s.n)
+			for _, path := range []string{"BT", "Packed"} {
+				b.Run(fmt.Sprintf("%s/m=%d/%s", s.name, m, path), func(b *testing.B) {
+					b.SetBytes(int64(s.k * s.n * 4))
+					for b.Loop() {
+						if path == "BT" {
+							MatMulBT(out, x, w, nil, m, s.k, s.n)
+						} else {
+							MatMulPacked(out, x, packed, nil, m)
+						}
+					}
+					b.ReportMetric(float64(2*m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
 	}
 }

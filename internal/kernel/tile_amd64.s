@@ -172,3 +172,282 @@ thalf:
 tdone:
 	VZEROUPPER
 	RET
+
+// func tile1x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
+//
+// tile6x16 for 1 row.
+TEXT ·tile1x16(SB), NOSPLIT, $0-80
+	MOVQ init+48(FP), BX
+	MOVQ istride+56(FP), CX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+
+	TESTQ AX, AX
+	JZ    done1
+
+loop1:
+	VMOVUPS      (DI), Y12
+	VMOVUPS      32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	ADDQ         R13, SI
+	ADDQ         R12, DI
+	DECQ         AX
+	JNZ          loop1
+
+done1:
+	MOVQ    out+64(FP), BX
+	MOVQ    ostride+72(FP), CX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VZEROUPPER
+	RET
+
+// func tile2x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
+//
+// tile6x16 for 2 rows.
+TEXT ·tile2x16(SB), NOSPLIT, $0-80
+	MOVQ init+48(FP), BX
+	MOVQ istride+56(FP), CX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS (BX)(CX*1), Y2
+	VMOVUPS 32(BX)(CX*1), Y3
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+
+	TESTQ AX, AX
+	JZ    done2
+
+loop2:
+	VMOVUPS      (DI), Y12
+	VMOVUPS      32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (SI)(R8*1), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VFMADD231PS  Y13, Y15, Y3
+	ADDQ         R13, SI
+	ADDQ         R12, DI
+	DECQ         AX
+	JNZ          loop2
+
+done2:
+	MOVQ    out+64(FP), BX
+	MOVQ    ostride+72(FP), CX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, (BX)(CX*1)
+	VMOVUPS Y3, 32(BX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func tile3x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
+//
+// tile6x16 for 3 rows.
+TEXT ·tile3x16(SB), NOSPLIT, $0-80
+	MOVQ init+48(FP), BX
+	MOVQ istride+56(FP), CX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS (BX)(CX*1), Y2
+	VMOVUPS 32(BX)(CX*1), Y3
+	VMOVUPS (BX)(CX*2), Y4
+	VMOVUPS 32(BX)(CX*2), Y5
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+
+	TESTQ AX, AX
+	JZ    done3
+
+loop3:
+	VMOVUPS      (DI), Y12
+	VMOVUPS      32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (SI)(R8*1), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VFMADD231PS  Y13, Y15, Y3
+	VBROADCASTSS (SI)(R8*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	ADDQ         R13, SI
+	ADDQ         R12, DI
+	DECQ         AX
+	JNZ          loop3
+
+done3:
+	MOVQ    out+64(FP), BX
+	MOVQ    ostride+72(FP), CX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, (BX)(CX*1)
+	VMOVUPS Y3, 32(BX)(CX*1)
+	VMOVUPS Y4, (BX)(CX*2)
+	VMOVUPS Y5, 32(BX)(CX*2)
+	VZEROUPPER
+	RET
+
+// func tile4x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
+//
+// tile6x16 for 4 rows.
+TEXT ·tile4x16(SB), NOSPLIT, $0-80
+	MOVQ init+48(FP), BX
+	MOVQ istride+56(FP), CX
+	LEAQ (BX)(CX*2), DX
+	ADDQ CX, DX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS (BX)(CX*1), Y2
+	VMOVUPS 32(BX)(CX*1), Y3
+	VMOVUPS (BX)(CX*2), Y4
+	VMOVUPS 32(BX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+	LEAQ (SI)(R8*2), R11
+	ADDQ R8, R11
+
+	TESTQ AX, AX
+	JZ    done4
+
+loop4:
+	VMOVUPS      (DI), Y12
+	VMOVUPS      32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (SI)(R8*1), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VFMADD231PS  Y13, Y15, Y3
+	VBROADCASTSS (SI)(R8*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	ADDQ         R13, SI
+	ADDQ         R13, R11
+	ADDQ         R12, DI
+	DECQ         AX
+	JNZ          loop4
+
+done4:
+	MOVQ    out+64(FP), BX
+	MOVQ    ostride+72(FP), CX
+	LEAQ    (BX)(CX*2), DX
+	ADDQ    CX, DX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, (BX)(CX*1)
+	VMOVUPS Y3, 32(BX)(CX*1)
+	VMOVUPS Y4, (BX)(CX*2)
+	VMOVUPS Y5, 32(BX)(CX*2)
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	VZEROUPPER
+	RET
+
+// func tile5x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
+//
+// tile6x16 for 5 rows.
+TEXT ·tile5x16(SB), NOSPLIT, $0-80
+	MOVQ init+48(FP), BX
+	MOVQ istride+56(FP), CX
+	LEAQ (BX)(CX*2), DX
+	ADDQ CX, DX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS (BX)(CX*1), Y2
+	VMOVUPS 32(BX)(CX*1), Y3
+	VMOVUPS (BX)(CX*2), Y4
+	VMOVUPS 32(BX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	VMOVUPS (DX)(CX*1), Y8
+	VMOVUPS 32(DX)(CX*1), Y9
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+	LEAQ (SI)(R8*2), R11
+	ADDQ R8, R11
+
+	TESTQ AX, AX
+	JZ    done5
+
+loop5:
+	VMOVUPS      (DI), Y12
+	VMOVUPS      32(DI), Y13
+	VBROADCASTSS (SI), Y14
+	VFMADD231PS  Y12, Y14, Y0
+	VFMADD231PS  Y13, Y14, Y1
+	VBROADCASTSS (SI)(R8*1), Y15
+	VFMADD231PS  Y12, Y15, Y2
+	VFMADD231PS  Y13, Y15, Y3
+	VBROADCASTSS (SI)(R8*2), Y14
+	VFMADD231PS  Y12, Y14, Y4
+	VFMADD231PS  Y13, Y14, Y5
+	VBROADCASTSS (R11), Y15
+	VFMADD231PS  Y12, Y15, Y6
+	VFMADD231PS  Y13, Y15, Y7
+	VBROADCASTSS (R11)(R8*1), Y14
+	VFMADD231PS  Y12, Y14, Y8
+	VFMADD231PS  Y13, Y14, Y9
+	ADDQ         R13, SI
+	ADDQ         R13, R11
+	ADDQ         R12, DI
+	DECQ         AX
+	JNZ          loop5
+
+done5:
+	MOVQ    out+64(FP), BX
+	MOVQ    ostride+72(FP), CX
+	LEAQ    (BX)(CX*2), DX
+	ADDQ    CX, DX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, (BX)(CX*1)
+	VMOVUPS Y3, 32(BX)(CX*1)
+	VMOVUPS Y4, (BX)(CX*2)
+	VMOVUPS Y5, 32(BX)(CX*2)
+	VMOVUPS Y6, (DX)
+	VMOVUPS Y7, 32(DX)
+	VMOVUPS Y8, (DX)(CX*1)
+	VMOVUPS Y9, 32(DX)(CX*1)
+	VZEROUPPER
+	RET

@@ -140,11 +140,16 @@ func (p product) packedCols(lo, hi int) {
 		*bufp = make([]float32, panelFloats+stripFloats)
 	}
 	wp, strips := (*bufp)[:panelFloats], (*bufp)[panelFloats:panelFloats+stripFloats]
-	var zeros [16]float32
+	var zeros [64]float32
 	var strip [kBlock * 6]float32
 	var scratch [6][16]float32
-	// panelAt is where panel j of the current block starts.
+	// panelAt is where panel j of the current block starts; consecutive
+	// panels are pstride bytes apart.
 	var panelAt func(j int) *float32
+	pstride := uintptr(kBlock * 16 * 4)
+	if p.pw != nil {
+		pstride = uintptr(16*p.k) * 4
+	}
 	for k0 := 0; k0 < p.k; k0 += kBlock {
 		kc := min(kBlock, p.k-k0)
 		if p.pw != nil { // packed once by Pack: panel j is [k][16] at (lo/16 + j)·16k
@@ -245,7 +250,28 @@ func (p product) packedCols(lo, hi int) {
 			i := 6 * tiles
 			_ = p.a[(i+rest-1)*p.rs+(k0+kc-1)*p.ps]
 			stripped := false
-			for j := range panels {
+			for j := 0; j < panels; j++ {
+				if g := 4 / rest; rest <= 2 && p.rs != 1 && hi-(lo+16*j) >= 16*g {
+					// One or two rows: g panels at once, for independent sums.
+					c := lo + 16*j
+					out := &p.out[i*p.n+c]
+					init, istride := out, uintptr(p.n)*4
+					if k0 == 0 && !p.accumulate {
+						init, istride = &zeros[0], 0
+						if p.bias != nil {
+							init = &p.bias[c]
+						}
+					}
+					_ = p.out[(i+rest-1)*p.n+c+16*g-1]
+					a := &p.a[i*p.rs+k0*p.ps]
+					if rest == 1 {
+						tile1x64(kc, a, 0, uintptr(p.ps)*4, panelAt(j), 64, pstride, init, istride, out, uintptr(p.n)*4)
+					} else {
+						tile2x32(kc, a, uintptr(p.rs)*4, uintptr(p.ps)*4, panelAt(j), 64, pstride, init, istride, out, uintptr(p.n)*4)
+					}
+					j += g - 1
+					continue
+				}
 				if p.rs != 1 && hi-(lo+16*j) >= 16 {
 					tile(i, rest, j, &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4)
 					continue
@@ -293,6 +319,15 @@ func tileRows(rows, k int, x *float32, xstride, xstep uintptr, w *float32, wstri
 		tile6x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
 	}
 }
+
+// tile1x64 and tile2x32 are the tiles of one and two rows over four and
+// two 16-column panels, pstride bytes apart (tile_amd64.s).
+//
+//go:noescape
+func tile1x64(k int, x *float32, xstride, xstep uintptr, w *float32, wstride, pstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile2x32(k int, x *float32, xstride, xstep uintptr, w *float32, wstride, pstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
 
 // tile1x16 … tile5x16 are tile6x16 for fewer rows (tile_amd64.s).
 //

@@ -111,17 +111,28 @@ tloop:
 	MOVQ $2, CX
 
 thalf:
-	// Rows c…c+7, eight steps each.
-	LEAQ    (BX)(R9*1), R11
-	LEAQ    (R11)(R9*1), R12
-	VMOVUPS (BX), Y0
-	VMOVUPS (BX)(R8*1), Y1
-	VMOVUPS (BX)(R8*2), Y2
-	VMOVUPS (R11), Y3
-	VMOVUPS (R11)(R8*1), Y4
-	VMOVUPS (R11)(R8*2), Y5
-	VMOVUPS (R12), Y6
-	VMOVUPS (R12)(R8*1), Y7
+	// Rows c…c+7, eight steps each: Yi holds steps 0…3 of rows i and i+4,
+	// Y(i+4) steps 4…7, so that 4×4 transposes within the 128-bit lanes
+	// (no lane-crossing shuffles) give each step's eight rows.
+	LEAQ        (BX)(R9*1), R11  // row 3
+	LEAQ        (R11)(R9*1), R12 // row 6
+	LEAQ        (BX)(R8*4), R13  // row 4
+	VMOVUPS     (BX), X0
+	VINSERTF128 $1, (R13), Y0, Y0
+	VMOVUPS     16(BX), X4
+	VINSERTF128 $1, 16(R13), Y4, Y4
+	VMOVUPS     (BX)(R8*1), X1
+	VINSERTF128 $1, (R13)(R8*1), Y1, Y1
+	VMOVUPS     16(BX)(R8*1), X5
+	VINSERTF128 $1, 16(R13)(R8*1), Y5, Y5
+	VMOVUPS     (BX)(R8*2), X2
+	VINSERTF128 $1, (R12), Y2, Y2
+	VMOVUPS     16(BX)(R8*2), X6
+	VINSERTF128 $1, 16(R12), Y6, Y6
+	VMOVUPS     (R11), X3
+	VINSERTF128 $1, (R12)(R8*1), Y3, Y3
+	VMOVUPS     16(R11), X7
+	VINSERTF128 $1, 16(R12)(R8*1), Y7, Y7
 
 	VUNPCKLPS Y1, Y0, Y8
 	VUNPCKHPS Y1, Y0, Y9
@@ -141,23 +152,14 @@ thalf:
 	VSHUFPS $0x44, Y15, Y13, Y6
 	VSHUFPS $0xEE, Y15, Y13, Y7
 
-	VINSERTF128 $1, X4, Y0, Y8
-	VPERM2F128  $0x31, Y4, Y0, Y12
-	VINSERTF128 $1, X5, Y1, Y9
-	VPERM2F128  $0x31, Y5, Y1, Y13
-	VINSERTF128 $1, X6, Y2, Y10
-	VPERM2F128  $0x31, Y6, Y2, Y14
-	VINSERTF128 $1, X7, Y3, Y11
-	VPERM2F128  $0x31, Y7, Y3, Y15
-
-	VMOVUPS Y8, (DX)
-	VMOVUPS Y9, 64(DX)
-	VMOVUPS Y10, 128(DX)
-	VMOVUPS Y11, 192(DX)
-	VMOVUPS Y12, 256(DX)
-	VMOVUPS Y13, 320(DX)
-	VMOVUPS Y14, 384(DX)
-	VMOVUPS Y15, 448(DX)
+	VMOVUPS Y0, (DX)
+	VMOVUPS Y1, 64(DX)
+	VMOVUPS Y2, 128(DX)
+	VMOVUPS Y3, 192(DX)
+	VMOVUPS Y4, 256(DX)
+	VMOVUPS Y5, 320(DX)
+	VMOVUPS Y6, 384(DX)
+	VMOVUPS Y7, 448(DX)
 
 	ADDQ R10, BX
 	ADDQ $32, DX
@@ -449,5 +451,122 @@ done5:
 	VMOVUPS Y7, 32(DX)
 	VMOVUPS Y8, (DX)(CX*1)
 	VMOVUPS Y9, 32(DX)(CX*1)
+	VZEROUPPER
+	RET
+
+// func tile1x64(k int, x *float32, xstride, xstep uintptr, w *float32, wstride, pstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
+//
+// One row of 64 columns: four 16-column panels pstride bytes apart, the
+// tile of a single decoding row. Eight independent sums keep the FMA units
+// busy where a one-row tile of 16 columns would wait on two chains.
+TEXT ·tile1x64(SB), NOSPLIT, $0-88
+	MOVQ    init+56(FP), BX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	VMOVUPS 128(BX), Y4
+	VMOVUPS 160(BX), Y5
+	VMOVUPS 192(BX), Y6
+	VMOVUPS 224(BX), Y7
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+	MOVQ pstride+48(FP), R9
+	LEAQ (R9)(R9*2), R10
+
+	TESTQ AX, AX
+	JZ    done1w
+
+loop1w:
+	VBROADCASTSS (SI), Y15
+	VFMADD231PS  (DI), Y15, Y0
+	VFMADD231PS  32(DI), Y15, Y1
+	VFMADD231PS  (DI)(R9*1), Y15, Y2
+	VFMADD231PS  32(DI)(R9*1), Y15, Y3
+	VFMADD231PS  (DI)(R9*2), Y15, Y4
+	VFMADD231PS  32(DI)(R9*2), Y15, Y5
+	VFMADD231PS  (DI)(R10*1), Y15, Y6
+	VFMADD231PS  32(DI)(R10*1), Y15, Y7
+	ADDQ         R13, SI
+	ADDQ         R12, DI
+	DECQ         AX
+	JNZ          loop1w
+
+done1w:
+	MOVQ    out+72(FP), BX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	VMOVUPS Y4, 128(BX)
+	VMOVUPS Y5, 160(BX)
+	VMOVUPS Y6, 192(BX)
+	VMOVUPS Y7, 224(BX)
+	VZEROUPPER
+	RET
+
+// func tile2x32(k int, x *float32, xstride, xstep uintptr, w *float32, wstride, pstride uintptr,
+//	init *float32, istride uintptr, out *float32, ostride uintptr)
+//
+// Two rows of 32 columns: two 16-column panels pstride bytes apart.
+TEXT ·tile2x32(SB), NOSPLIT, $0-88
+	MOVQ    init+56(FP), BX
+	MOVQ    istride+64(FP), CX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS 64(BX), Y2
+	VMOVUPS 96(BX), Y3
+	VMOVUPS (BX)(CX*1), Y4
+	VMOVUPS 32(BX)(CX*1), Y5
+	VMOVUPS 64(BX)(CX*1), Y6
+	VMOVUPS 96(BX)(CX*1), Y7
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	MOVQ xstep+24(FP), R13
+	MOVQ w+32(FP), DI
+	MOVQ wstride+40(FP), R12
+	MOVQ pstride+48(FP), R9
+
+	TESTQ AX, AX
+	JZ    done2w
+
+loop2w:
+	VMOVUPS      (DI), Y8
+	VMOVUPS      32(DI), Y9
+	VMOVUPS      (DI)(R9*1), Y10
+	VMOVUPS      32(DI)(R9*1), Y11
+	VBROADCASTSS (SI), Y14
+	VBROADCASTSS (SI)(R8*1), Y15
+	VFMADD231PS  Y8, Y14, Y0
+	VFMADD231PS  Y9, Y14, Y1
+	VFMADD231PS  Y10, Y14, Y2
+	VFMADD231PS  Y11, Y14, Y3
+	VFMADD231PS  Y8, Y15, Y4
+	VFMADD231PS  Y9, Y15, Y5
+	VFMADD231PS  Y10, Y15, Y6
+	VFMADD231PS  Y11, Y15, Y7
+	ADDQ         R13, SI
+	ADDQ         R12, DI
+	DECQ         AX
+	JNZ          loop2w
+
+done2w:
+	MOVQ    out+72(FP), BX
+	MOVQ    ostride+80(FP), CX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	VMOVUPS Y4, (BX)(CX*1)
+	VMOVUPS Y5, 32(BX)(CX*1)
+	VMOVUPS Y6, 64(BX)(CX*1)
+	VMOVUPS Y7, 96(BX)(CX*1)
 	VZEROUPPER
 	RET

@@ -90,6 +90,11 @@ func productAVX2(p product, lo, hi int) {
 // columns) stay in the caches while the tiles sweep them.
 const kBlock = 256
 
+// kBlockShort is the depth of a pass of a product of fewer than
+// packMinRows rows: a chunk's four panels (32 KiB) and the rows of a stay
+// in the level-1 cache from packing to their last tile.
+const kBlockShort = 64
+
 // packBuffers recycles the packed weight panels.
 var packBuffers = sync.Pool{New: func() any { return new([]float32) }}
 
@@ -129,12 +134,16 @@ func (p product) packedCols(lo, hi int) {
 	bufp := packBuffers.Get().(*[]float32)
 	defer packBuffers.Put(bufp)
 	tiles := p.m / 6
-	panelFloats, stripFloats := kBlock*16*panels, 0
+	kb := kBlock
+	if p.m < packMinRows {
+		kb = kBlockShort
+	}
+	panelFloats, stripFloats := kb*16*panels, 0
 	if p.pw != nil {
 		panelFloats = 0 // packed once by Pack
 	}
 	if p.rs == 1 {
-		stripFloats = kBlock * 6 * tiles
+		stripFloats = kb * 6 * tiles
 	}
 	if cap(*bufp) < panelFloats+stripFloats {
 		*bufp = make([]float32, panelFloats+stripFloats)
@@ -146,20 +155,20 @@ func (p product) packedCols(lo, hi int) {
 	// panelAt is where panel j of the current block starts; consecutive
 	// panels are pstride bytes apart.
 	var panelAt func(j int) *float32
-	pstride := uintptr(kBlock * 16 * 4)
+	pstride := uintptr(kb * 16 * 4)
 	if p.pw != nil {
 		pstride = uintptr(16*p.k) * 4
 	}
-	for k0 := 0; k0 < p.k; k0 += kBlock {
-		kc := min(kBlock, p.k-k0)
+	for k0 := 0; k0 < p.k; k0 += kb {
+		kc := min(kb, p.k-k0)
 		if p.pw != nil { // packed once by Pack: panel j is [k][16] at (lo/16 + j)·16k
 			panelAt = func(j int) *float32 { return &p.pw[(lo/16+j)*16*p.k+16*k0] }
 		} else {
-			panelAt = func(j int) *float32 { return &wp[j*kBlock*16] }
+			panelAt = func(j int) *float32 { return &wp[j*kb*16] }
 			for j := range panels {
 				c := lo + 16*j
 				width := min(16, hi-c)
-				panel := wp[j*kBlock*16 : j*kBlock*16+kc*16]
+				panel := wp[j*kb*16 : j*kb*16+kc*16]
 				if width < 16 {
 					clear(panel)
 				}

@@ -1,9 +1,17 @@
 // Package kernel holds the float32 CPU kernels of hacrl's native engine:
-// matrix products spread over the machine's cores (x·w, x·wᵀ, xᵀ·y; x·wᵀ
-// reads weights in their [out,in] file layout as fast as x·w reads [in,out]), attention, softmax, norms, activations and their
-// gradients, AdamW. On amd64 builds with GOEXPERIMENT=simd and a CPU with
-// AVX2 and FMA they run on 8-wide vectors and a Go-assembly micro-kernel
-// (tile_amd64.s); elsewhere portable loops compute the same functions.
+// matrix products spread over the machine's cores (x·w, x·wᵀ, xᵀ·y),
+// attention, softmax, norms, activations and their gradients, AdamW. On
+// amd64 builds with GOEXPERIMENT=simd and a CPU with AVX2 and FMA they run
+// on 8-wide vectors and Go-assembly micro-kernels (tile_amd64.s); elsewhere
+// portable loops compute the same functions.
+//
+// MatMulBT (x·wᵀ) is the product of a layer whose weights are held as a
+// checkpoint stores them, [out,in]: it needs no second copy of the weights
+// and reads each one from memory once per product, transposing 16 weight
+// rows at a time into a panel that stays in the caches; for tall products
+// it runs as fast as x·w, for single decoding rows the transposing makes
+// it cost up to about twice the multiply-adds' time when the weights are
+// in the caches.
 //
 // Vector functions end with VZEROUPPER (archsimd.ClearAVXUpperBits) and keep
 // scalar Go code out of their loops: on the machines measured here legacy

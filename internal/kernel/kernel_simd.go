@@ -33,13 +33,14 @@ func init() {
 	simdMax, simdScale, simdCausalSoftmax = maxAVX2, scaleAVX2, causalSoftmaxAVX2
 }
 
-// productAVX2 computes output columns [lo,hi) of a product: tall products
-// through packed panels, others in full blocks of 16 columns six rows at a
-// time on the assembly tile straight from the operands, with a partial
-// last block through a zero-padded panel; what remains (the last m mod 6
-// rows of an accumulating product, products of fewer than six rows) one row
-// at a time. Every output element is its initial value plus the
-// multiply-adds in p order on every path.
+// productAVX2 computes output columns [lo,hi) of a product: tall products,
+// products with w [n,k] (MatMulBT, any m) and pre-packed weights through
+// packed panels; others in full blocks of 16 columns six rows at a time on
+// the assembly tile straight from the operands, with a partial last block
+// through a zero-padded panel; what remains (the last m mod 6 rows of an
+// accumulating product, products of fewer than six rows) one row at a
+// time. Every output element is its initial value plus the multiply-adds
+// in p order on every path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
 	if p.k > 0 && (p.m >= packMinRows || p.wt || p.pw != nil) {
@@ -93,28 +94,35 @@ const kBlock = 256
 // kBlockShort is the depth of a pass of a product of fewer than
 // packMinRows rows: a chunk's four panels (32 KiB) and the rows of a stay
 // in the level-1 cache from packing to their last tile.
-const kBlockShort = 64
+const kBlockShort = 128
 
 // packBuffers recycles the packed weight panels.
 var packBuffers = sync.Pool{New: func() any { return new([]float32) }}
 
-// packed computes output columns [lo,hi) of a product in passes over k
-// blocks: each pass copies the block's weights for the full 16-column
-// panels into contiguous panels, and each 6-row tile of a into a contiguous
-// [k,6] strip, so that the micro-kernel reads both sequentially. Strided
-// reads with power-of-two strides (a weight row of 1024 floats is 4 KiB)
-// otherwise collide in the same cache sets. Outputs keep their exact
-// values: each element still gets its multiply-adds in p order, its partial
-// sum passing through memory between blocks. Rows past the last full tile
-// and columns past the last full panel go through zero-padded strips and
-// panels and a scratch output tile.
+// packed computes output columns [lo,hi) of a product chunk by chunk of
+// columns, each in passes over k blocks: each pass copies the block's
+// weights for the chunk's full 16-column panels into contiguous panels (w
+// [n,k] through an in-register transpose of 16 weight rows), and each 6-row
+// tile of a transposed a into a contiguous [k,6] strip, so that the
+// micro-kernel reads both sequentially. Strided reads with power-of-two
+// strides (a weight row of 1024 floats is 4 KiB) otherwise collide in the
+// same cache sets. The panels of one pass stay in the caches, so a weight
+// is read from memory once per product however many rows there are.
+// Outputs keep their exact values: each element still gets its
+// multiply-adds in p order, its partial sum passing through memory between
+// blocks. The m mod 6 rows past the last full tile run on tiles of their
+// own row count (one or two rows over several panels, for independent
+// sums); columns past the last full panel go through zero-padded strips
+// and panels and a scratch output tile.
 func (p product) packed(lo, hi int) {
 	chunk := packCols
 	if p.m < packMinRows {
 		chunk = packColsShort
 	}
+	bufp := packBuffers.Get().(*[]float32)
+	defer packBuffers.Put(bufp)
 	for c := lo; c < hi; c += chunk {
-		p.packedCols(c, min(hi, c+chunk))
+		p.packedCols(c, min(hi, c+chunk), bufp)
 	}
 }
 
@@ -128,11 +136,10 @@ const (
 	packColsShort = 64
 )
 
-// packedCols computes output columns [lo,hi) of a product (see packed).
-func (p product) packedCols(lo, hi int) {
+// packedCols computes output columns [lo,hi) of a product (see packed),
+// packing into *bufp.
+func (p product) packedCols(lo, hi int, bufp *[]float32) {
 	panels := (hi - lo + 15) / 16
-	bufp := packBuffers.Get().(*[]float32)
-	defer packBuffers.Put(bufp)
 	tiles := p.m / 6
 	kb := kBlock
 	if p.m < packMinRows {

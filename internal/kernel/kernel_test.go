@@ -324,6 +324,44 @@ func TestMatMulBT(t *testing.T) {
 	}
 }
 
+// MatMulBT's split between goroutines (by columns for few rows, by rows for
+// tall narrow products) changes no bit of the result, and degenerate
+// shapes and short operands behave as MatMul's do.
+func TestMatMulBTIndependentOfCores(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, s := range []struct{ m, k, n int }{{1, 700, 1000}, {5, 700, 1000}, {37, 300, 1000}, {301, 300, 40}} {
+		m, k, n := s.m, s.k, s.n
+		x, w, bias := random(rng, m*k), random(rng, n*k), random(rng, n)
+		run := func(procs int) []float32 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			out := make([]float32, m*n)
+			MatMulBT(out, x, w, bias, m, k, n)
+			return out
+		}
+		one := run(1)
+		for _, p := range []int{2, 3, 7} {
+			for i, v := range run(p) {
+				if v != one[i] {
+					t.Fatalf("%v, GOMAXPROCS=%d: out[%d] = %v, with one core %v", s, p, i, v, one[i])
+				}
+			}
+		}
+	}
+	// k = 0: the bias (or zero); m = 0 or n = 0: nothing.
+	out := []float32{7, 7, 7, 7}
+	MatMulBT(out, nil, nil, []float32{1, 2}, 2, 0, 2)
+	if out[0] != 1 || out[1] != 2 || out[2] != 1 || out[3] != 2 {
+		t.Errorf("k=0 with bias: out = %v, want [1 2 1 2]", out)
+	}
+	MatMulBT(nil, nil, nil, nil, 0, 3, 5)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for a short weight")
+		}
+	}()
+	MatMulBT(make([]float32, 4), make([]float32, 4), make([]float32, 3), nil, 2, 2, 2)
+}
+
 // A packed weight gives MatMul's values bit for bit, on every path (tall,
 // short, partial panels, fewer than six rows, several k blocks).
 func TestMatMulPacked(t *testing.T) {

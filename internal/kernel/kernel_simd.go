@@ -159,19 +159,22 @@ func (p product) packedCols(lo, hi int, bufp *[]float32) {
 	var zeros [64]float32
 	var strip [kBlock * 6]float32
 	var scratch [6][16]float32
-	// panelAt is where panel j of the current block starts; consecutive
-	// panels are pstride bytes apart.
-	var panelAt func(j int) *float32
+	// Consecutive panels of a block are pstride bytes apart.
 	pstride := uintptr(kb * 16 * 4)
 	if p.pw != nil {
 		pstride = uintptr(16*p.k) * 4
 	}
 	for k0 := 0; k0 < p.k; k0 += kb {
 		kc := min(kb, p.k-k0)
-		if p.pw != nil { // packed once by Pack: panel j is [k][16] at (lo/16 + j)·16k
-			panelAt = func(j int) *float32 { return &p.pw[(lo/16+j)*16*p.k+16*k0] }
-		} else {
-			panelAt = func(j int) *float32 { return &wp[j*kb*16] }
+		// panelAt is where panel j of the block starts: packed once by
+		// Pack, panel j is [k][16] at (lo/16 + j)·16k.
+		panelAt := func(j int) *float32 {
+			if p.pw != nil {
+				return &p.pw[(lo/16+j)*16*p.k+16*k0]
+			}
+			return &wp[j*kb*16]
+		}
+		if p.pw == nil {
 			for j := range panels {
 				c := lo + 16*j
 				width := min(16, hi-c)

@@ -114,19 +114,20 @@ thalf:
 	// Rows c…c+7, eight steps each: Yi holds steps 0…3 of rows i and i+4,
 	// Y(i+4) steps 4…7, so that 4×4 transposes within the 128-bit lanes
 	// (no lane-crossing shuffles) give each step's eight rows. The rows are
-	// prefetched 512 bytes ahead: sixteen strided streams otherwise leave
-	// the transpose waiting on memory at half the speed of a plain copy.
+	// prefetched 256 bytes ahead (the next pass's block of a short
+	// product): sixteen strided streams otherwise leave the transpose
+	// waiting on memory at half the speed of a plain copy.
 	LEAQ        (BX)(R9*1), R11  // row 3
 	LEAQ        (R11)(R9*1), R12 // row 6
 	LEAQ        (BX)(R8*4), R13  // row 4
-	PREFETCHT0  512(BX)
-	PREFETCHT0  512(BX)(R8*1)
-	PREFETCHT0  512(BX)(R8*2)
-	PREFETCHT0  512(R11)
-	PREFETCHT0  512(R13)
-	PREFETCHT0  512(R13)(R8*1)
-	PREFETCHT0  512(R12)
-	PREFETCHT0  512(R12)(R8*1)
+	PREFETCHT0  256(BX)
+	PREFETCHT0  256(BX)(R8*1)
+	PREFETCHT0  256(BX)(R8*2)
+	PREFETCHT0  256(R11)
+	PREFETCHT0  256(R13)
+	PREFETCHT0  256(R13)(R8*1)
+	PREFETCHT0  256(R12)
+	PREFETCHT0  256(R12)(R8*1)
 	VMOVUPS     (BX), X0
 	VINSERTF128 $1, (R13), Y0, Y0
 	VMOVUPS     16(BX), X4

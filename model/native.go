@@ -47,8 +47,10 @@ type proj struct {
 // forward sets y [m,out] = x [m,in]·W (+ b), on all cores when par.
 func (l proj) forward(par bool, y, x []float32, m int) {
 	switch {
+	case l.t && par:
+		kernel.MatMulBT(y, x, l.w, l.b, m, l.in, l.out)
 	case l.t:
-		matMulBT(par, y, x, l.w, l.b, m, l.in, l.out)
+		kernel.MatMulBTSerial(y, x, l.w, l.b, m, l.in, l.out)
 	case par:
 		kernel.MatMul(y, x, l.w, l.b, m, l.in, l.out)
 	default:
@@ -61,7 +63,7 @@ func (l proj) backInput(dx, dy []float32, m int) {
 	if l.t {
 		kernel.MatMul(dx, dy, l.w, nil, m, l.out, l.in)
 	} else {
-		matMulBT(true, dx, dy, l.w, nil, m, l.out, l.in)
+		kernel.MatMulBT(dx, dy, l.w, nil, m, l.out, l.in)
 	}
 }
 

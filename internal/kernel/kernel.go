@@ -1,9 +1,17 @@
 // Package kernel holds the float32 CPU kernels of hacrl's native engine:
-// matrix products spread over the machine's cores (x·w, x·wᵀ, xᵀ·y, with
-// weights packed once), attention, softmax, norms, activations and their
-// gradients, AdamW. On amd64 builds with GOEXPERIMENT=simd and a CPU with
-// AVX2 and FMA they run on 8-wide vectors and a Go-assembly micro-kernel
-// (tile_amd64.s); elsewhere portable loops compute the same functions.
+// matrix products spread over the machine's cores (x·w, x·wᵀ, xᵀ·y),
+// attention, softmax, norms, activations and their gradients, AdamW. On
+// amd64 builds with GOEXPERIMENT=simd and a CPU with AVX2 and FMA they run
+// on 8-wide vectors and Go-assembly micro-kernels (tile_amd64.s); elsewhere
+// portable loops compute the same functions.
+//
+// MatMulBT (x·wᵀ) is the product of a layer whose weights are held as a
+// checkpoint stores them, [out,in]: it needs no second copy of the weights
+// and reads each one from memory once per product, transposing 16 weight
+// rows at a time into a panel that stays in the caches; for tall products
+// it runs as fast as x·w, for single decoding rows the transposing makes
+// it cost up to about twice the multiply-adds' time when the weights are
+// in the caches.
 //
 // Vector functions end with VZEROUPPER (archsimd.ClearAVXUpperBits) and keep
 // scalar Go code out of their loops: on the machines measured here legacy
@@ -53,20 +61,25 @@ func MatMulTAddSerial(out, x, y []float32, m, k, n int) {
 	product{out: out, a: x, w: y, m: m, k: k, n: n, rs: 1, ps: m, accumulate: true}.run("MatMulTAddSerial", false)
 }
 
-// MatMulBT sets out [m,n] = x·wᵀ for x [m,k] and w [n,k]: the product
-// with a weight held [out,in], the backward pass of x·w, without a
-// transposed copy of w when the product is tall enough to pack it anyway.
-func MatMulBT(out, x, w []float32, m, k, n int) {
-	if simdProduct != nil && m >= packMinRows {
-		product{out: out, a: x, w: w, m: m, k: k, n: n, rs: k, ps: 1, wt: true}.run("MatMulBT", true)
-		return
-	}
-	if len(w) < n*k {
-		panic(fmt.Sprintf("kernel: MatMulBT %d×%d·(%d×%d)ᵀ: weight of %d elements", m, k, n, k, len(w)))
-	}
-	t := make([]float32, n*k)
-	Transpose(t, w, n, k)
-	MatMul(out, x, t, nil, m, k, n)
+// MatMulBT sets out [m,n] = x·wᵀ (+ bias) for x [m,k], w [n,k] and bias
+// [n] (or nil): the product with a weight held [out,in] (a torch.nn.Linear
+// weight, a [vocab,d] LM head), and the backward pass of x·w. It equals
+// MatMul(x, wᵀ) bit for bit, for every m, without a transposed copy of w:
+// the vector path transposes one k block of 16 weight rows at a time into
+// a panel that stays in the caches, so each weight is read from memory once
+// per product, from a single decoding row to thousands of training rows.
+func MatMulBT(out, x, w, bias []float32, m, k, n int) {
+	product{out: out, a: x, w: w, bias: bias, m: m, k: k, n: n, rs: k, ps: 1, wt: true}.run("MatMulBT", true)
+}
+
+// MatMulBTSerial is MatMulBT on the calling goroutine only.
+func MatMulBTSerial(out, x, w, bias []float32, m, k, n int) {
+	product{out: out, a: x, w: w, bias: bias, m: m, k: k, n: n, rs: k, ps: 1, wt: true}.run("MatMulBTSerial", false)
+}
+
+// MatMulBTAdd adds x·wᵀ to out [m,n] for x [m,k] and w [n,k].
+func MatMulBTAdd(out, x, w []float32, m, k, n int) {
+	product{out: out, a: x, w: w, m: m, k: k, n: n, rs: k, ps: 1, wt: true, accumulate: true}.run("MatMulBTAdd", true)
 }
 
 // Packed is a weight matrix [k,n] kept both as is and laid out for the
@@ -117,7 +130,7 @@ const packMinRows = 64
 
 // product is out [m,n] = a·w (+ bias), or out += a·w when accumulate, where
 // a's element (i,p) is a[i·rs + p·ps] and w is row-major [k,n] (or, when
-// wt, [n,k]: w's element (p,j) is w[j·k + p]; only on the packed path).
+// wt, [n,k]: w's element (p,j) is w[j·k + p]).
 type product struct {
 	out, a, w, bias []float32
 	m, k, n, rs, ps int
@@ -200,6 +213,17 @@ func (p product) cols(lo, hi int) {
 		default:
 			clear(row)
 		}
+		if p.wt {
+			// w [n,k]: one element at a time, reading a row of w.
+			for j := range row {
+				s, wj := row[j], p.w[(from+j)*p.k:(from+j+1)*p.k]
+				for q, v := range wj {
+					s += p.a[i*p.rs+q*p.ps] * v
+				}
+				row[j] = s
+			}
+			continue
+		}
 		for q := range p.k {
 			Axpy(row, p.a[i*p.rs+q*p.ps], p.w[q*p.n+from:q*p.n+hi])
 		}
@@ -221,11 +245,16 @@ func (p product) block4x4(i, j int) {
 	c10, c11, c12, c13 := c[1][0], c[1][1], c[1][2], c[1][3]
 	c20, c21, c22, c23 := c[2][0], c[2][1], c[2][2], c[2][3]
 	c30, c31, c32, c33 := c[3][0], c[3][1], c[3][2], c[3][3]
+	// w's element (q, j+c) is w[q·wq + c·wc] (wt: w [n,k] from row j).
+	w, wq, wc := p.w[j:], p.n, 1
+	if p.wt {
+		w, wq, wc = p.w[j*p.k:], 1, p.k
+	}
 	for q := range p.k {
 		at := i*p.rs + q*p.ps
 		a0, a1, a2, a3 := p.a[at], p.a[at+p.rs], p.a[at+2*p.rs], p.a[at+3*p.rs]
-		w := p.w[q*p.n+j : q*p.n+j+4 : q*p.n+j+4]
-		w0, w1, w2, w3 := w[0], w[1], w[2], w[3]
+		at = q * wq
+		w0, w1, w2, w3 := w[at], w[at+wc], w[at+2*wc], w[at+3*wc]
 		c00 += a0 * w0
 		c01 += a0 * w1
 		c02 += a0 * w2

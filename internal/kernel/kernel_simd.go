@@ -33,13 +33,14 @@ func init() {
 	simdMax, simdScale, simdCausalSoftmax = maxAVX2, scaleAVX2, causalSoftmaxAVX2
 }
 
-// productAVX2 computes output columns [lo,hi) of a product: tall products
-// through packed panels, others in full blocks of 16 columns six rows at a
-// time on the assembly tile straight from the operands, with a partial
-// last block through a zero-padded panel; what remains (the last m mod 6
-// rows of an accumulating product, products of fewer than six rows) one row
-// at a time. Every output element is its initial value plus the
-// multiply-adds in p order on every path.
+// productAVX2 computes output columns [lo,hi) of a product: tall products,
+// products with w [n,k] (MatMulBT, any m) and pre-packed weights through
+// packed panels; others in full blocks of 16 columns six rows at a time on
+// the assembly tile straight from the operands, with a partial last block
+// through a zero-padded panel; what remains (the last m mod 6 rows of an
+// accumulating product, products of fewer than six rows) one row at a
+// time. Every output element is its initial value plus the multiply-adds
+// in p order on every path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
 	if p.k > 0 && (p.m >= packMinRows || p.wt || p.pw != nil) {
@@ -90,58 +91,111 @@ func productAVX2(p product, lo, hi int) {
 // columns) stay in the caches while the tiles sweep them.
 const kBlock = 256
 
+// kBlockShort is the depth of a pass of a product of fewer than
+// packMinRows rows: a chunk's four panels (16 KiB), the 64 weight rows
+// being read and those prefetched for the next pass stay in the level-1
+// cache (deeper passes measured up to 1.5× slower on weights beyond it).
+const kBlockShort = 64
+
 // packBuffers recycles the packed weight panels.
 var packBuffers = sync.Pool{New: func() any { return new([]float32) }}
 
-// packed computes output columns [lo,hi) of a product in passes over k
-// blocks: each pass copies the block's weights for the full 16-column
-// panels into contiguous panels, and each 6-row tile of a into a contiguous
-// [k,6] strip, so that the micro-kernel reads both sequentially. Strided
-// reads with power-of-two strides (a weight row of 1024 floats is 4 KiB)
-// otherwise collide in the same cache sets. Outputs keep their exact
-// values: each element still gets its multiply-adds in p order, its partial
-// sum passing through memory between blocks. Rows past the last full tile
-// and columns past the last full panel go through zero-padded strips and
-// panels and a scratch output tile.
+// packed computes output columns [lo,hi) of a product chunk by chunk of
+// columns, each in passes over k blocks: each pass copies the block's
+// weights for the chunk's full 16-column panels into contiguous panels (w
+// [n,k] through an in-register transpose of 16 weight rows), and each 6-row
+// tile of a transposed a into a contiguous [k,6] strip, so that the
+// micro-kernel reads both sequentially. Strided reads with power-of-two
+// strides (a weight row of 1024 floats is 4 KiB) otherwise collide in the
+// same cache sets. The panels of one pass stay in the caches, so a weight
+// is read from memory once per product however many rows there are.
+// Outputs keep their exact values: each element still gets its
+// multiply-adds in p order, its partial sum passing through memory between
+// blocks. The m mod 6 rows past the last full tile run on tiles of their
+// own row count (one or two rows over several panels, for independent
+// sums); columns past the last full panel go through zero-padded strips
+// and panels and a scratch output tile.
 func (p product) packed(lo, hi int) {
-	panels := (hi - lo + 15) / 16
+	chunk := packCols
+	if p.m < packMinRows {
+		chunk = packColsShort
+	}
 	bufp := packBuffers.Get().(*[]float32)
 	defer packBuffers.Put(bufp)
+	for c := lo; c < hi; c += chunk {
+		p.packedCols(c, min(hi, c+chunk), bufp)
+	}
+}
+
+// packCols is the width of the column chunks a tall product packs at a
+// time: one k block of their panels (1 MiB) stays in the level-2 cache
+// while every tile of a sweeps it. packColsShort is the chunk of products
+// of fewer than packMinRows rows, which use each panel for a few tiles
+// only: its panels stay in the level-1 cache from packing to use.
+const (
+	packCols      = 1024
+	packColsShort = 64
+)
+
+// packedCols computes output columns [lo,hi) of a product (see packed),
+// packing into *bufp.
+func (p product) packedCols(lo, hi int, bufp *[]float32) {
+	panels := (hi - lo + 15) / 16
 	tiles := p.m / 6
-	panelFloats, stripFloats := kBlock*16*panels, 0
+	kb := kBlock
+	if p.m < packMinRows {
+		kb = kBlockShort
+	}
+	panelFloats, stripFloats := kb*16*panels, 0
 	if p.pw != nil {
 		panelFloats = 0 // packed once by Pack
 	}
 	if p.rs == 1 {
-		stripFloats = kBlock * 6 * tiles
+		stripFloats = kb * 6 * tiles
 	}
 	if cap(*bufp) < panelFloats+stripFloats {
 		*bufp = make([]float32, panelFloats+stripFloats)
 	}
 	wp, strips := (*bufp)[:panelFloats], (*bufp)[panelFloats:panelFloats+stripFloats]
-	var zeros [16]float32
+	var zeros [64]float32
 	var strip [kBlock * 6]float32
 	var scratch [6][16]float32
-	// panelAt is where panel j of the current block starts.
-	var panelAt func(j int) *float32
-	for k0 := 0; k0 < p.k; k0 += kBlock {
-		kc := min(kBlock, p.k-k0)
-		if p.pw != nil { // packed once by Pack: panel j is [k][16] at (lo/16 + j)·16k
-			panelAt = func(j int) *float32 { return &p.pw[(lo/16+j)*16*p.k+16*k0] }
-		} else {
-			panelAt = func(j int) *float32 { return &wp[j*kBlock*16] }
+	// Consecutive panels of a block are pstride bytes apart.
+	pstride := uintptr(kb * 16 * 4)
+	if p.pw != nil {
+		pstride = uintptr(16*p.k) * 4
+	}
+	for k0 := 0; k0 < p.k; k0 += kb {
+		kc := min(kb, p.k-k0)
+		// panelAt is where panel j of the block starts: packed once by
+		// Pack, panel j is [k][16] at (lo/16 + j)·16k.
+		panelAt := func(j int) *float32 {
+			if p.pw != nil {
+				return &p.pw[(lo/16+j)*16*p.k+16*k0]
+			}
+			return &wp[j*kb*16]
+		}
+		if p.pw == nil {
 			for j := range panels {
 				c := lo + 16*j
 				width := min(16, hi-c)
-				panel := wp[j*kBlock*16 : j*kBlock*16+kc*16]
+				panel := wp[j*kb*16 : j*kb*16+kc*16]
 				if width < 16 {
 					clear(panel)
 				}
 				if p.wt {
+					from := 0
+					if width == 16 && kc >= 8 {
+						// Eight steps at a time in registers, the rest (kc
+						// mod 8 steps) one element at a time below.
+						from = kc / 8 * 8
+						_ = p.w[(c+15)*p.k+k0+from-1]
+						transpose16(from, &p.w[c*p.k+k0], uintptr(p.k)*4, &panel[0])
+					}
 					for col := range width {
-						src := p.w[(c+col)*p.k+k0 : (c+col)*p.k+k0+kc]
+						src := p.w[(c+col)*p.k+k0+from : (c+col)*p.k+k0+kc]
 						for q, v := range src {
-							panel[q*16+col] = v
+							panel[(from+q)*16+col] = v
 						}
 					}
 					continue
@@ -171,7 +225,7 @@ func (p product) packed(lo, hi int) {
 		tile := func(i, rows, j int, a *float32, astride, astep uintptr) {
 			c := lo + 16*j
 			width := min(16, hi-c)
-			if rows == 6 && width == 16 {
+			if width == 16 {
 				out := &p.out[i*p.n+c]
 				init, istride := out, uintptr(p.n)*4
 				if k0 == 0 && !p.accumulate {
@@ -180,7 +234,7 @@ func (p product) packed(lo, hi int) {
 						init = &p.bias[c]
 					}
 				}
-				tile6x16(kc, a, astride, astep, panelAt(j), 64, init, istride, out, uintptr(p.n)*4)
+				tileRows(rows, kc, a, astride, astep, panelAt(j), 64, init, istride, out, uintptr(p.n)*4)
 				return
 			}
 			for r := range rows {
@@ -210,15 +264,47 @@ func (p product) packed(lo, hi int) {
 			}
 		}
 		if rest := p.m - 6*tiles; rest > 0 {
-			// The last rows: a zero-padded strip.
+			// The last rows: straight from a on a tile of their count, or
+			// from a zero-padded strip (a transposed, or the scratch tile
+			// of a partial panel).
 			i := 6 * tiles
-			clear(strip[:kc*6])
-			for q := range kc {
-				for r := range rest {
-					strip[q*6+r] = p.a[(i+r)*p.rs+(k0+q)*p.ps]
+			_ = p.a[(i+rest-1)*p.rs+(k0+kc-1)*p.ps]
+			stripped := false
+			for j := 0; j < panels; j++ {
+				if g := 4 / rest; rest <= 2 && p.rs != 1 && hi-(lo+16*j) >= 16*g {
+					// One or two rows: g panels at once, for independent sums.
+					c := lo + 16*j
+					out := &p.out[i*p.n+c]
+					init, istride := out, uintptr(p.n)*4
+					if k0 == 0 && !p.accumulate {
+						init, istride = &zeros[0], 0
+						if p.bias != nil {
+							init = &p.bias[c]
+						}
+					}
+					_ = p.out[(i+rest-1)*p.n+c+16*g-1]
+					a := &p.a[i*p.rs+k0*p.ps]
+					if rest == 1 {
+						tile1x64(kc, a, 0, uintptr(p.ps)*4, panelAt(j), 64, pstride, init, istride, out, uintptr(p.n)*4)
+					} else {
+						tile2x32(kc, a, uintptr(p.rs)*4, uintptr(p.ps)*4, panelAt(j), 64, pstride, init, istride, out, uintptr(p.n)*4)
+					}
+					j += g - 1
+					continue
 				}
-			}
-			for j := range panels {
+				if p.rs != 1 && hi-(lo+16*j) >= 16 {
+					tile(i, rest, j, &p.a[i*p.rs+k0*p.ps], uintptr(p.rs)*4, uintptr(p.ps)*4)
+					continue
+				}
+				if !stripped {
+					clear(strip[:kc*6])
+					for q := range kc {
+						for r := range rest {
+							strip[q*6+r] = p.a[(i+r)*p.rs+(k0+q)*p.ps]
+						}
+					}
+					stripped = true
+				}
 				tile(i, rest, j, &strip[0], 4, 24)
 			}
 		}
@@ -234,6 +320,58 @@ func (p product) packed(lo, hi int) {
 //go:noescape
 func tile6x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
 	init *float32, istride uintptr, out *float32, ostride uintptr)
+
+// tileRows is tile6x16 for the first rows (1…6) of the tile.
+func tileRows(rows, k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr,
+	init *float32, istride uintptr, out *float32, ostride uintptr) {
+	switch rows {
+	case 1:
+		tile1x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 2:
+		tile2x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 3:
+		tile3x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 4:
+		tile4x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	case 5:
+		tile5x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	default:
+		tile6x16(k, x, xstride, xstep, w, wstride, init, istride, out, ostride)
+	}
+}
+
+// tile1x64 and tile2x32 are the tiles of one and two rows over four and
+// two 16-column panels, pstride bytes apart (tile_amd64.s).
+//
+//go:noescape
+func tile1x64(k int, x *float32, xstride, xstep uintptr, w *float32, wstride, pstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile2x32(k int, x *float32, xstride, xstep uintptr, w *float32, wstride, pstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+// tile1x16 … tile5x16 are tile6x16 for fewer rows (tile_amd64.s).
+//
+//go:noescape
+func tile1x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile2x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile3x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile4x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+//go:noescape
+func tile5x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+// transpose16 is the assembly transpose (tile_amd64.s): dst[q·16+c] =
+// w[c·wstride bytes + q] for the 16 rows c of w and q < k, k a multiple of
+// 8.
+//
+//go:noescape
+func transpose16(k int, w *float32, wstride uintptr, dst *float32)
 
 // row computes columns [c, c+width) (width ≤ 16) of output row i.
 func (p product) row(i, c, width int) {

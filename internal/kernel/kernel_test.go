@@ -275,22 +275,91 @@ func TestMatMulPathsAgreeBitwise(t *testing.T) {
 	}
 }
 
-// x·wᵀ from w [n,k] equals, bit for bit, x times w transposed by hand.
+// x·wᵀ (+ bias) from w [n,k] equals, bit for bit, x times w transposed by
+// hand, for every row count (single decoding rows, partial and whole 6-row
+// tiles, tall products), k with several blocks and a remainder of steps
+// that is not a multiple of 8, columns that are not a multiple of 16 and
+// span several packing chunks; spread over the cores and serial, setting
+// and adding to out.
 func TestMatMulBT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	for _, s := range []struct{ m, k, n int }{{3, 5, 7}, {70, 300, 33}, {64, 600, 128}, {130, 40, 16}} {
-		x, w := random(rng, s.m*s.k), random(rng, s.n*s.k)
-		wt := make([]float32, len(w))
-		Transpose(wt, w, s.n, s.k)
-		want, got := make([]float32, s.m*s.n), make([]float32, s.m*s.n)
-		MatMul(want, x, wt, nil, s.m, s.k, s.n)
-		MatMulBT(got, x, w, s.m, s.k, s.n)
-		for i := range want {
-			if got[i] != want[i] {
-				t.Fatalf("%v: out[%d] = %v, want %v", s, i, got[i], want[i])
+	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 13, 64, 100} {
+		for _, kn := range [][2]int{{5, 7}, {300, 70}, {520, 1100}, {64, 33}} {
+			k, n := kn[0], kn[1]
+			x, w, b := random(rng, m*k), random(rng, n*k), random(rng, n)
+			wt := make([]float32, len(w))
+			Transpose(wt, w, n, k)
+			init := random(rng, m*n)
+			for _, bias := range [][]float32{nil, b} {
+				want := make([]float32, m*n)
+				MatMul(want, x, wt, bias, m, k, n)
+				for _, serial := range []bool{false, true} {
+					got := random(rng, m*n) // stale values must be overwritten
+					if serial {
+						MatMulBTSerial(got, x, w, bias, m, k, n)
+					} else {
+						MatMulBT(got, x, w, bias, m, k, n)
+					}
+					for i := range want {
+						if got[i] != want[i] {
+							t.Fatalf("%dx%dx%d bias=%v serial=%v: out[%d] = %v, want %v", m, k, n, bias != nil, serial, i, got[i], want[i])
+						}
+					}
+				}
+			}
+			// Adding: each row is its old value plus the same products, as
+			// a one-row MatMul with the old row as its bias.
+			want := make([]float32, m*n)
+			for i := range m {
+				MatMul(want[i*n:(i+1)*n], x[i*k:(i+1)*k], wt, init[i*n:(i+1)*n], 1, k, n)
+			}
+			got := append([]float32(nil), init...)
+			MatMulBTAdd(got, x, w, m, k, n)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("%dx%dx%d: MatMulBTAdd out[%d] = %v, want %v", m, k, n, i, got[i], want[i])
+				}
 			}
 		}
 	}
+}
+
+// MatMulBT's split between goroutines (by columns for few rows, by rows for
+// tall narrow products) changes no bit of the result, and degenerate
+// shapes and short operands behave as MatMul's do.
+func TestMatMulBTIndependentOfCores(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, s := range []struct{ m, k, n int }{{1, 700, 1000}, {5, 700, 1000}, {37, 300, 1000}, {301, 300, 40}} {
+		m, k, n := s.m, s.k, s.n
+		x, w, bias := random(rng, m*k), random(rng, n*k), random(rng, n)
+		run := func(procs int) []float32 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			out := make([]float32, m*n)
+			MatMulBT(out, x, w, bias, m, k, n)
+			return out
+		}
+		one := run(1)
+		for _, p := range []int{2, 3, 7} {
+			for i, v := range run(p) {
+				if v != one[i] {
+					t.Fatalf("%v, GOMAXPROCS=%d: out[%d] = %v, with one core %v", s, p, i, v, one[i])
+				}
+			}
+		}
+	}
+	// k = 0: the bias (or zero); m = 0 or n = 0: nothing.
+	out := []float32{7, 7, 7, 7}
+	MatMulBT(out, nil, nil, []float32{1, 2}, 2, 0, 2)
+	if out[0] != 1 || out[1] != 2 || out[2] != 1 || out[3] != 2 {
+		t.Errorf("k=0 with bias: out = %v, want [1 2 1 2]", out)
+	}
+	MatMulBT(nil, nil, nil, nil, 0, 3, 5)
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic for a short weight")
+		}
+	}()
+	MatMulBT(make([]float32, 4), make([]float32, 4), make([]float32, 3), nil, 2, 2, 2)
 }
 
 // A packed weight gives MatMul's values bit for bit, on every path (tall,
@@ -337,6 +406,50 @@ func BenchmarkTrainingShapes(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(2*s.m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
+
+// BenchmarkLinearShapes times the Linear layers of Qwen2.5-0.5B (d=896,
+// vocabulary 151,936) with their weights [out,in] as the checkpoint holds
+// them (MatMulBT) against the same weights transposed and packed
+// beforehand (MatMulPacked, a second copy): decoding rows (1–16) are bound
+// by reading the weights (MB/s counts weight bytes), training rows by the
+// multiply-adds (GFLOP/s). Each shape's weights are made only when one of
+// its benchmarks runs (the head's take 1.6 GB with the packed copy).
+func BenchmarkLinearShapes(b *testing.B) {
+	for _, s := range []struct {
+		name string
+		k, n int
+	}{{"qkv", 896, 1152}, {"o_proj", 896, 896}, {"gate_up", 896, 9728}, {"down", 4864, 896}, {"head", 896, 151936}} {
+		b.Run(s.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 1))
+			w := make([]float32, s.k*s.n)
+			for i := range w {
+				w[i] = rng.Float32() - 0.5
+			}
+			wt := make([]float32, len(w))
+			Transpose(wt, w, s.n, s.k)
+			packed := Pack(wt, s.k, s.n)
+			for _, m := range []int{1, 8, 16, 64, 1024} {
+				if m == 1024 && s.n > 100000 {
+					continue
+				}
+				x, out := random(rng, m*s.k), make([]float32, m*s.n)
+				for _, path := range []string{"BT", "Packed"} {
+					b.Run(fmt.Sprintf("m=%d/%s", m, path), func(b *testing.B) {
+						b.SetBytes(int64(s.k * s.n * 4))
+						for b.Loop() {
+							if path == "BT" {
+								MatMulBT(out, x, w, nil, m, s.k, s.n)
+							} else {
+								MatMulPacked(out, x, packed, nil, m)
+							}
+						}
+						b.ReportMetric(float64(2*m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+					})
+				}
+			}
 		})
 	}
 }

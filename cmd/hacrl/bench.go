@@ -64,9 +64,6 @@ prints the same fields; bench/compare.sh runs both.`,
 					}
 					cfg.Layers = layers // the depth only: width, heads and vocabulary stay the config's
 				}
-				// No stop token: every sampled sequence runs its full length,
-				// as on the PyTorch side.
-				cfg.EOS = -1
 				seq = min(seq, cfg.MaxSeq)
 			} else {
 				if family == "llama" && hidden == 0 {

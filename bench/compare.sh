@@ -5,7 +5,7 @@
 #
 # Usage: bench/compare.sh [flags for both engines, e.g. --steps 10 --threads 2]
 #        bench/compare.sh --real [--pairs N] [--configs 'qwen2.5-0.5b qwen3-0.6b llama3.2-1b'] [flags…]
-#        (a --configs entry ending in .json is the path of another config.json)
+#        (a --configs entry ending in .json is the path of another config.json, from the repository root)
 # Set HACRL to a prebuilt hacrl binary to skip building ./cmd/hacrl.
 # The JSON line of every run goes to stderr as it finishes; the table to stdout.
 # If the Go side fails, the table keeps the torch numbers and the error is printed below it.
@@ -47,6 +47,17 @@ if [[ -n "$real" ]] && ! [[ "$pairs" =~ ^[1-9][0-9]*$ ]]; then
 	echo "compare.sh: --pairs $pairs: want a positive integer" >&2
 	exit 2
 fi
+if [[ -n "$real" ]]; then
+	read -r -a names <<<"$real_configs"
+	paths=()
+	for name in "${names[@]}"; do
+		# A name of bench/configs, or the path of another config.json.
+		path="bench/configs/$name.json"
+		[[ "$name" == *.json ]] && path="$name"
+		[[ -f "$path" ]] || { echo "compare.sh: --configs: no $path" >&2; exit 2; }
+		paths+=("$path")
+	done
+fi
 
 configs=(
 	"gpt d=128 L=4 T=64 B=32|--family gpt --vocab 32 --dim 128 --layers 4 --heads 4 --seq 64 --batch 32"
@@ -74,15 +85,6 @@ run() {
 }
 
 if [[ -n "$real" ]]; then
-	read -r -a names <<<"$real_configs"
-	paths=()
-	for name in "${names[@]}"; do
-		# A name of bench/configs, or the path of another config.json.
-		path="bench/configs/$name.json"
-		[[ "$name" == *.json ]] && path="$name"
-		[[ -f "$path" ]] || { echo "compare.sh: --configs: no $path" >&2; exit 2; }
-		paths+=("$path")
-	done
 	defaults=(--batch 8 --seq 128 --sample-batch 16 --sample-tokens 32 --steps 2 --warmup 1 --sample-runs 1)
 	for i in "${!names[@]}"; do
 		for ((p = 0; p < pairs; p++)); do

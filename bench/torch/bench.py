@@ -71,8 +71,10 @@ def config_from_file(path, layers=None):
         hf = json.load(f)
     try:
         cfg = hf_logprobs.config_from_hf(hf)
-    except (KeyError, ValueError) as err:
-        raise ValueError(f"{path}: {err!r}") from err
+    except KeyError as err:
+        raise ValueError(f"{path}: field {err} is missing") from err
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
     if layers is not None:
         cfg.layers = layers
     return cfg, cfg.max_pos

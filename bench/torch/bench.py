@@ -322,6 +322,7 @@ def self_check(torch, model):
 
 
 def main(argv=None):
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # Thread pools read these when torch and OpenBLAS load, so set them first.
     # Debian's torch runs elementwise ops on libgomp and matmuls on OpenBLAS's own

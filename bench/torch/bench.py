@@ -4,7 +4,10 @@
 It takes the same flags as the Go command and prints one JSON line with
 train_tokens_per_s (forward + backward + global-norm clip + AdamW on [B, T]
 tokens) and sample_tokens_per_s (temperature-1 sampling with a KV cache).
-`--check` instead runs a self-check on tiny models and exits non-zero on failure.
+`--config PATH` takes the model from a Hugging Face config.json (llama, qwen2
+or qwen3; bench/configs has the published ones), `--layers` then overriding
+only its depth. `--check` instead runs a self-check on tiny models and exits
+non-zero on failure.
 """
 
 import argparse
@@ -12,6 +15,7 @@ import json
 import os
 import resource
 import sys
+import tempfile
 import time
 
 
@@ -20,7 +24,7 @@ def parse_args(argv):
     p.add_argument("--family", choices=("gpt", "llama"), default="gpt")
     p.add_argument("--vocab", type=int, default=32)
     p.add_argument("--dim", type=int, default=128)
-    p.add_argument("--layers", type=int, default=4)
+    p.add_argument("--layers", type=int, default=None, help="blocks (default 4); with --config: overrides its depth")
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=4, help="llama key/value heads (GQA)")
     p.add_argument("--hidden", type=int, default=0, help="llama MLP width; 0: 8/3*dim rounded up to 16")
@@ -34,39 +38,101 @@ def parse_args(argv):
     p.add_argument("--sample-batch", type=int, default=0, help="sequences sampled at once; 0: --batch")
     p.add_argument("--sample-tokens", type=int, default=0, help="new tokens per sequence; 0: --seq - 1")
     p.add_argument("--sample-runs", type=int, default=3, help="timed sampling runs")
+    p.add_argument("--sample-prompt", type=int, default=1, help="prompt tokens per sampled sequence")
+    p.add_argument("--config", default="", help="a Hugging Face config.json (llama, qwen2, qwen3) instead of the size flags")
+    p.add_argument("--mem-read-mb", type=int, default=512,
+                   help="MiB summed to measure the memory read bandwidth (mem_read_gb_per_s); 0: skip")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="run the self-check instead of the benchmark")
     args = p.parse_args(argv)
     if args.seq < 2:
         p.error(f"--seq: want >= 2 for next-token prediction, got {args.seq}")
+    if args.layers is not None and args.layers < 1:
+        p.error(f"--layers: want >= 1, got {args.layers}")
     args.sample_batch = args.sample_batch or args.batch
     args.sample_tokens = args.sample_tokens or args.seq - 1
-    for name in ("batch", "steps", "threads", "sample_batch", "sample_tokens", "sample_runs"):
+    for name in ("batch", "steps", "threads", "sample_batch", "sample_tokens", "sample_runs", "sample_prompt"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: want >= 1, got {getattr(args, name)}")
-    if args.warmup < 0:
-        p.error(f"--warmup: want >= 0, got {args.warmup}")
+    if args.warmup < 0 or args.mem_read_mb < 0:
+        p.error(f"--warmup and --mem-read-mb: want >= 0, got {args.warmup} and {args.mem_read_mb}")
     return args
 
 
+def config_from_file(path, layers=None):
+    """model.Config of a Hugging Face config.json, with layers (if given) replacing its depth only.
+
+    Returns the config and the file's max_position_embeddings.
+    """
+    import hf_logprobs
+
+    with open(path) as f:
+        hf = json.load(f)
+    try:
+        cfg = hf_logprobs.config_from_hf(hf)
+    except KeyError as err:
+        raise ValueError(f"{path}: field {err} is missing") from err
+    except ValueError as err:
+        raise ValueError(f"{path}: {err}") from err
+    if layers is not None:
+        cfg.layers = layers
+    return cfg, cfg.max_pos
+
+
 def config_from(args, model):
+    positions = max(args.seq, args.sample_prompt + args.sample_tokens)
+    if args.config:
+        cfg, limit = config_from_file(args.config, args.layers)
+        # As hacrl bench engine: T is at most the model's positions, and the
+        # rotary tables cover only what the run uses.
+        args.seq = min(args.seq, limit)
+        if args.sample_prompt + args.sample_tokens > limit:
+            raise ValueError(f"--sample-prompt {args.sample_prompt} + --sample-tokens {args.sample_tokens} "
+                             f"exceed the model's {limit} positions")
+        cfg.max_pos = max(args.seq, args.sample_prompt + args.sample_tokens)
+        return cfg
     return model.Config(
         family=args.family,
         vocab=args.vocab,
         dim=args.dim,
-        layers=args.layers,
+        layers=4 if args.layers is None else args.layers,
         heads=args.heads,
         kv_heads=args.kv_heads if args.family == "llama" else args.heads,
         hidden=args.hidden,
         act=args.act,
         tie=args.tie,
-        max_pos=max(args.seq, 1 + args.sample_tokens),
+        max_pos=positions,
     )
 
 
+def decode_weight_bytes(cfg, params):
+    """float32 bytes one decoding step reads: every weight but the tables it only gathers rows of
+    (the token embedding unless the LM head is tied to it, gpt's learned positions)."""
+    n = params
+    if cfg.family == "gpt" or not cfg.tie:
+        n -= cfg.vocab * cfg.dim
+    if cfg.family == "gpt":
+        n -= cfg.max_pos * cfg.dim
+    return 4 * n
+
+
+def mem_read_gb_per_s(torch, nbytes):
+    """Memory read bandwidth in GB/s (1e9 bytes/s): best of three torch.sum over a written buffer."""
+    buf = torch.ones(nbytes // 4)
+    best = 0.0
+    for _ in range(3):
+        start = time.perf_counter()
+        float(buf.sum())
+        best = max(best, buf.numel() * 4 / (time.perf_counter() - start) / 1e9)
+    return best
+
+
 def benchmark(args, torch, model):
-    cfg = config_from(args, model)
+    try:
+        cfg = config_from(args, model)
+    except ValueError as err:
+        sys.exit(f"bench.py: invalid model configuration: {err}")
     net = build_or_exit(model, cfg, args.seed)
     opt = model.new_optimizer(net)
     gen = torch.Generator().manual_seed(args.seed + 1)
@@ -81,18 +147,19 @@ def benchmark(args, torch, model):
         loss = model.train_step(net, opt, tokens)
     train_s = time.perf_counter() - start
 
-    prompt = torch.randint(cfg.vocab, (args.sample_batch, 1), generator=gen)
+    prompt = torch.randint(cfg.vocab, (args.sample_batch, args.sample_prompt), generator=gen)
     if args.warmup > 0:
         model.sample(net, prompt, args.sample_tokens, gen)
     start = time.perf_counter()
     for _ in range(args.sample_runs):
         model.sample(net, prompt, args.sample_tokens, gen)
     sample_s = (time.perf_counter() - start) / args.sample_runs
+    params = sum(p.numel() for p in net.parameters())
 
     return {
         "engine": "torch",
         "family": cfg.family,
-        "params": sum(p.numel() for p in net.parameters()),
+        "params": params,
         "vocab": cfg.vocab,
         "dim": cfg.dim,
         "layers": cfg.layers,
@@ -111,6 +178,11 @@ def benchmark(args, torch, model):
         "sample_runs": args.sample_runs,
         "sample_ms": round(1000 * sample_s, 3),
         "sample_tokens_per_s": round(args.sample_batch * args.sample_tokens / sample_s, 1),
+        "sample_prompt": args.sample_prompt,
+        "weights_mb": round(4 * params / (1 << 20), 1),
+        # One forward pass per new token (the prompt's prefill, then each
+        # token fed back), each reading every weight it uses once.
+        "decode_weight_gb_per_s": round(decode_weight_bytes(cfg, params) * args.sample_tokens / sample_s / 1e9, 2),
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),
     }
@@ -121,6 +193,48 @@ def build_or_exit(model, cfg, seed):
         return model.build(cfg, seed)
     except ValueError as err:
         sys.exit(f"bench.py: invalid model configuration: {err}")
+
+
+# Tiny config.json files of the three Hugging Face model types --config reads,
+# each with its own features: Qwen2's q/k/v biases, Qwen3's head_dim (here
+# twice hidden/heads) and q/k norms, Llama 3's rope scaling; all tied.
+TINY_HF = {
+    "qwen2": {"model_type": "qwen2", "vocab_size": 11, "hidden_size": 32, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 40,
+              "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+              "tie_word_embeddings": True, "use_sliding_window": False},
+    "qwen3": {"model_type": "qwen3", "vocab_size": 11, "hidden_size": 32, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+              "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "attention_bias": False,
+              "tie_word_embeddings": True},
+    "llama": {"model_type": "llama", "vocab_size": 11, "hidden_size": 32, "num_hidden_layers": 3,
+              "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 8, "intermediate_size": 64,
+              "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+              "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+              "tie_word_embeddings": True},
+}
+
+
+def tiny_hf_configs(failures):
+    """The TINY_HF models as --config --layers 2 builds them, checking what the file sets."""
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, hf in TINY_HF.items():
+            path = os.path.join(tmp, f"{kind}.json")
+            with open(path, "w") as f:
+                json.dump(hf, f)
+            cfg, positions = config_from_file(path, layers=2)
+            got = (cfg.layers, cfg.dim, cfg.vocab, cfg.kv_heads, cfg.mlp_hidden, cfg.tie, cfg.norm_eps, cfg.rope_theta,
+                   cfg.qkv_bias, cfg.o_bias, cfg.qk_norm, cfg.head_dim, positions)
+            want = (2, hf["hidden_size"], hf["vocab_size"], hf["num_key_value_heads"], hf["intermediate_size"], True,
+                    hf["rms_norm_eps"], hf["rope_theta"], kind == "qwen2", False, kind == "qwen3",
+                    hf.get("head_dim", hf["hidden_size"] // hf["num_attention_heads"]), hf["max_position_embeddings"])
+            if got != want:
+                failures.append(f"--config {kind} --layers 2: config {got}, want {want}")
+            cfg.max_pos = 12
+            out.append(cfg)
+    return out
 
 
 def self_check(torch, model):
@@ -153,6 +267,7 @@ def self_check(torch, model):
     expect(diff < 1e-4, f"rotary q.k changes under a common shift of positions by {diff:.3g}")
 
     tiny = [
+        *tiny_hf_configs(failures),
         model.Config(family="gpt", vocab=11, dim=32, layers=2, heads=4, max_pos=12),
         model.Config(family="gpt", vocab=11, dim=32, layers=2, heads=4, act="relu", max_pos=12),
         model.Config(family="gpt", vocab=11, dim=32, layers=1, heads=2, act="gelu_new", max_pos=12),
@@ -160,7 +275,7 @@ def self_check(torch, model):
         model.Config(family="llama", vocab=11, dim=48, layers=2, heads=4, kv_heads=1, hidden=40, tie=True, max_pos=12),
     ]
     for cfg in tiny:
-        name = f"{cfg.family}/{cfg.act}/kv{cfg.kv_heads}/tie={cfg.tie}"
+        name = f"{cfg.family}/{cfg.act}/kv{cfg.kv_heads}/tie={cfg.tie}/dh={cfg.head_dim}/qk_norm={cfg.qk_norm}/bias={cfg.qkv_bias}"
         net = model.build(cfg, seed=3)
         count = sum(p.numel() for p in net.parameters())
         expect(count == model.expected_params(cfg), f"{name}: {count} parameters, formula says {model.expected_params(cfg)}")
@@ -207,6 +322,7 @@ def self_check(torch, model):
 
 
 def main(argv=None):
+    sys.dont_write_bytecode = True  # no __pycache__ in the source tree
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # Thread pools read these when torch and OpenBLAS load, so set them first.
     # Debian's torch runs elementwise ops on libgomp and matmuls on OpenBLAS's own
@@ -232,6 +348,8 @@ def main(argv=None):
     # it (ru_maxrss is in KiB on Linux, bytes on macOS).
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     res["peak_rss_mb"] = round(peak / (1 << 20) if sys.platform == "darwin" else peak / (1 << 10))
+    if args.mem_read_mb:  # after the peak is taken, so that its buffer does not count
+        res["mem_read_gb_per_s"] = round(mem_read_gb_per_s(torch, args.mem_read_mb << 20), 2)
     print(json.dumps(res), flush=True)
     return 0
 

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -28,6 +29,7 @@ func benchEngineCmd() *cobra.Command {
 		family, act, cfgPath, backendCfg, engine                      string
 		vocab, dim, layers, heads, kvHeads, hidden, seq, batch        int
 		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads int
+		samplePrompt, memReadMB                                       int
 		seed                                                          int64
 		tie                                                           bool
 	)
@@ -36,9 +38,14 @@ func benchEngineCmd() *cobra.Command {
 		Short: "Measure training tokens/s (forward+backward+AdamW) and KV-cache sampling tokens/s",
 		Long: `Measure the engine on one architecture: training throughput (next-token
 cross-entropy over B×T tokens, backward, global-norm clip, AdamW) and sampling
-throughput (N sequences from a 1-token prompt, KV cache, temperature 1).
-Prints one JSON line. bench/torch/bench.py takes the same flags and prints the
-same fields; bench/compare.sh runs both.`,
+throughput (N sequences from a --sample-prompt-token prompt, KV cache,
+temperature 1). With --config the model is a Hugging Face config.json's
+(bench/configs has Qwen2.5-0.5B, Qwen3-0.6B and Llama-3.2-1B); --layers then
+overrides only its depth. Besides the speeds it reports the peak resident
+memory, the float32 weight bytes a decoding step reads and the rate it read
+them at, and this machine's memory read bandwidth measured in the same
+process. Prints one JSON line. bench/torch/bench.py takes the same flags and
+prints the same fields; bench/compare.sh runs both.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if threads > 0 {
@@ -51,6 +58,12 @@ same fields; bench/compare.sh runs both.`,
 					return err
 				}
 				cfg = c
+				if cmd.Flags().Changed("layers") {
+					if layers < 1 {
+						return usage("--layers %d: want ≥ 1", layers)
+					}
+					cfg.Layers = layers // the depth only: width, heads and vocabulary stay the config's
+				}
 				seq = min(seq, cfg.MaxSeq)
 			} else {
 				if family == "llama" && hidden == 0 {
@@ -83,13 +96,28 @@ same fields; bench/compare.sh runs both.`,
 			if sampleRuns < 1 {
 				return usage("--sample-runs %d: want ≥ 1", sampleRuns)
 			}
-			res, err := benchEngine(cmd.Context(), b, cfg, eng, seq, batch, steps, warmup, sampleBatch, sampleTokens, sampleRuns, seed)
+			if cfgPath == "" {
+				// As on the PyTorch side: positions for the training
+				// sequences and for the longest sampled one.
+				cfg.MaxSeq = max(seq, samplePrompt+sampleTokens)
+			}
+			if samplePrompt < 1 || samplePrompt+sampleTokens > cfg.MaxSeq {
+				return usage("--sample-prompt %d: want ≥ 1 and, with %d new tokens, at most the model's %d positions", samplePrompt, sampleTokens, cfg.MaxSeq)
+			}
+			if memReadMB < 0 {
+				return usage("--mem-read-mb %d: want ≥ 0 (0: skip)", memReadMB)
+			}
+			res, err := benchEngine(cmd.Context(), b, cfg, eng, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
 			if err != nil {
 				return err
 			}
 			res["threads"] = runtime.GOMAXPROCS(0)
 			res["backend"] = backend.Choose(backendCfg)
+			// The peak before the bandwidth test's buffer is allocated.
 			res["peak_rss_mb"] = math.Round(peakRSSMB())
+			if memReadMB > 0 {
+				res["mem_read_gb_per_s"] = round(memReadGBPerS(memReadMB<<20, runtime.GOMAXPROCS(0)), 2)
+			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
 	}
@@ -97,7 +125,7 @@ same fields; bench/compare.sh runs both.`,
 	f.StringVar(&family, "family", "gpt", "gpt or llama")
 	f.IntVar(&vocab, "vocab", 32, "vocabulary size")
 	f.IntVar(&dim, "dim", 128, "model width")
-	f.IntVar(&layers, "layers", 4, "blocks")
+	f.IntVar(&layers, "layers", 4, "blocks (with --config: overrides the config's depth)")
 	f.IntVar(&heads, "heads", 4, "attention heads")
 	f.IntVar(&kvHeads, "kv-heads", 4, "llama key/value heads (GQA)")
 	f.IntVar(&hidden, "hidden", 0, "MLP width; 0: 4·dim (gpt), 8/3·dim rounded up to 16 (llama)")
@@ -110,6 +138,8 @@ same fields; bench/compare.sh runs both.`,
 	f.IntVar(&sampleBatch, "sample-batch", 0, "sequences sampled at once; 0: --batch")
 	f.IntVar(&sampleTokens, "sample-tokens", 0, "new tokens per sequence; 0: --seq − 1")
 	f.IntVar(&sampleRuns, "sample-runs", 3, "timed sampling runs")
+	f.IntVar(&samplePrompt, "sample-prompt", 1, "prompt tokens per sampled sequence (prefilled in one forward pass)")
+	f.IntVar(&memReadMB, "mem-read-mb", 512, "MiB summed to measure the memory read bandwidth (mem_read_gb_per_s); 0: skip")
 	f.StringVar(&engine, "engine", "auto", "auto, native (host CPU kernels) or graph (the backend's compiled graphs)")
 	f.IntVar(&threads, "threads", 2, "GOMAXPROCS")
 	f.Int64Var(&seed, "seed", 0, "seed")
@@ -119,7 +149,7 @@ same fields; bench/compare.sh runs both.`,
 }
 
 // benchEngine times the training step and the sampler of a fresh model.
-func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, seq, batch, steps, warmup, sampleBatch, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
+func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
 	m, err := model.New(b, cfg, seed)
 	if err != nil {
 		return nil, err
@@ -179,7 +209,10 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 
 	prompts := make([][]int, sampleBatch)
 	for i := range prompts {
-		prompts[i] = []int{rng.IntN(V)}
+		prompts[i] = make([]int, samplePrompt)
+		for j := range prompts[i] {
+			prompts[i][j] = rng.IntN(V)
+		}
 	}
 	opt := model.SampleOptions{MaxNewTokens: sampleTokens, Temperature: 1, TopP: 1}
 	if warmup > 0 {
@@ -188,18 +221,22 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 		}
 	}
 	t0 = time.Now()
-	generated := 0
+	generated, forwards := 0, 0
 	for range sampleRuns {
 		out, err := m.Generate(ctx, prompts, opt, rng)
 		if err != nil {
 			return nil, err
 		}
+		longest := 0
 		for _, s := range out {
 			generated += len(s.Tokens)
+			longest = max(longest, len(s.Tokens))
 		}
+		forwards += longest // one forward pass (the prompt's prefill, then one per token) per new token
 	}
 	sampleS := time.Since(t0).Seconds()
 	c := m.Config()
+	read := decodeWeightBytes(c, m.NumParams())
 	return map[string]any{
 		"engine": "hacrl-" + m.EngineName(), "family": c.Family, "params": m.NumParams(), "dim": c.Dim, "layers": c.Layers,
 		"heads": c.Heads, "kv_heads": c.KVHeads, "hidden": c.Hidden, "vocab": c.Vocab, "seq": seq, "batch": batch,
@@ -209,7 +246,68 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 		"sample_batch":       sampleBatch, "sample_tokens": sampleTokens, "sample_runs": sampleRuns,
 		"sample_ms":           round(1000*sampleS/float64(sampleRuns), 3),
 		"sample_tokens_per_s": round(float64(generated)/sampleS, 1),
+		"sample_prompt":       samplePrompt,
+		"weights_mb":          round(float64(4*m.NumParams())/(1<<20), 1),
+		// Each forward pass of the sampler reads every weight it uses once.
+		"decode_weight_gb_per_s": round(float64(read)*float64(forwards)/sampleS/1e9, 2),
 	}, nil
+}
+
+// decodeWeightBytes is the float32 weight bytes one decoding step reads: all
+// numParams parameters but the tables it only gathers rows of (the token
+// embedding unless the LM head is tied to it, gpt's learned positions).
+func decodeWeightBytes(c model.Config, numParams int64) int64 {
+	n := numParams
+	if !c.TieEmbeddings {
+		n -= int64(c.Vocab) * int64(c.Dim)
+	}
+	if c.Family == "gpt" {
+		n -= int64(c.MaxSeq) * int64(c.Dim)
+	}
+	return 4 * n
+}
+
+// memReadGBPerS is this machine's memory read bandwidth in GB/s (10⁹ bytes
+// per second): the best of three passes of `workers` goroutines summing
+// disjoint parts of a freshly written buffer of the given bytes, read as
+// 64-bit words with four independent sums so that the loop is bound by
+// memory, not by the additions.
+func memReadGBPerS(bytes, workers int) float64 {
+	buf := make([]uint64, bytes/8)
+	for i := range buf { // written, so that every page is really backed
+		buf[i] = uint64(i)
+	}
+	workers = max(1, workers)
+	sums := make([]uint64, workers)
+	best := 0.0
+	for range 3 {
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for w := range workers {
+			part := buf[w*len(buf)/workers : (w+1)*len(buf)/workers]
+			wg.Go(func() { sums[w] = sumWords(part) })
+		}
+		wg.Wait()
+		best = max(best, float64(len(buf)*8)/time.Since(t0).Seconds()/1e9)
+	}
+	runtime.KeepAlive(sums)
+	return best
+}
+
+// sumWords adds the words of x, four independent sums at a time.
+func sumWords(x []uint64) uint64 {
+	var s0, s1, s2, s3 uint64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		s0 += x[i]
+		s1 += x[i+1]
+		s2 += x[i+2]
+		s3 += x[i+3]
+	}
+	for ; i < len(x); i++ {
+		s0 += x[i]
+	}
+	return s0 + s1 + s2 + s3
 }
 
 func round(x float64, digits int) float64 {

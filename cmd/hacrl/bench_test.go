@@ -1,0 +1,141 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/hacrl/hacrl/model"
+)
+
+// llamaParams is the closed-form parameter count of a llama-family config:
+// embedding, per block two norms, q/k/v/o, the SwiGLU MLP, Qwen2's q/k/v
+// biases and Qwen3's q/k norms, the final norm and an untied head.
+func llamaParams(c model.Config) int64 {
+	d, dh, hid := int64(c.Dim), int64(c.HeadDim()), int64(c.Hidden)
+	q, kv := int64(c.Heads)*dh, int64(c.KVHeads)*dh
+	block := 2*d + 2*d*q + 2*d*kv + 3*d*hid
+	if c.AttentionBias {
+		block += q + 2*kv
+		if c.ModelType != "qwen2" {
+			block += d
+		}
+	}
+	if c.QKNorm {
+		block += 2 * dh
+	}
+	n := int64(c.Vocab)*d + int64(c.Layers)*block + d
+	if !c.TieEmbeddings {
+		n += int64(c.Vocab) * d
+	}
+	return n
+}
+
+// The bench/configs files carry the published architectures as the model
+// package reads them, and their parameter counts are the published ones.
+func TestBenchConfigs(t *testing.T) {
+	llama3 := &model.RopeScaling{Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPos: 8192}
+	tests := []struct {
+		file   string
+		want   model.Config
+		params int64
+	}{
+		{"qwen2.5-0.5b.json", model.Config{Family: "llama", ModelType: "qwen2", Vocab: 151936, Dim: 896, Layers: 24, Heads: 14,
+			KVHeads: 2, Hidden: 4864, MaxSeq: 32768, Activation: "silu", NormEps: 1e-6, RopeTheta: 1e6, TieEmbeddings: true,
+			AttentionBias: true, BOS: 151643, EOS: 151643, DType: "bfloat16"}, 494032768},
+		{"qwen3-0.6b.json", model.Config{Family: "llama", ModelType: "qwen3", Vocab: 151936, Dim: 1024, Layers: 28, Heads: 16,
+			KVHeads: 8, Hidden: 3072, MaxSeq: 40960, Activation: "silu", NormEps: 1e-6, RopeTheta: 1e6, TieEmbeddings: true,
+			BOS: 151643, EOS: 151645, HeadSize: 128, QKNorm: true, DType: "bfloat16"}, 596049920},
+		{"llama3.2-1b.json", model.Config{Family: "llama", ModelType: "llama", Vocab: 128256, Dim: 2048, Layers: 16, Heads: 32,
+			KVHeads: 8, Hidden: 8192, MaxSeq: 131072, Activation: "silu", NormEps: 1e-5, RopeTheta: 500000, TieEmbeddings: true,
+			BOS: 128000, EOS: 128001, RopeScaling: llama3, DType: "bfloat16"}, 1235814400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			got, err := model.ReadConfig(repoPath(t, filepath.Join("bench/configs", tt.file)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.want.Normalized(); !reflect.DeepEqual(got, want) {
+				t.Errorf("config\n got %+v\nwant %+v", got, want)
+			}
+			if n := llamaParams(got); n != tt.params {
+				t.Errorf("%d parameters, want the published %d", n, tt.params)
+			}
+		})
+	}
+}
+
+// bench engine --config builds the file's model, --layers replacing only its
+// depth, and reports the weight bytes, the decoding rate and the memory
+// bandwidth.
+func TestBenchEngineConfig(t *testing.T) {
+	bin := hacrlBin(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	// Qwen2 (q/k/v biases), tied: small, but every field the real configs
+	// use. With 8 tokens, stopping at the end token (3) would end most
+	// sampled sequences early; the bench, as bench/torch, never stops.
+	cfg := `{"model_type": "qwen2", "vocab_size": 8, "hidden_size": 32, "num_hidden_layers": 5,
+	"num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 48, "max_position_embeddings": 64,
+	"rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "tie_word_embeddings": true, "eos_token_id": 3}`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := model.ReadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.Layers = 2
+	args := []string{"bench", "engine", "--config", path, "--layers", "2", "--seq", "8", "--batch", "2", "--steps", "1",
+		"--warmup", "0", "--sample-runs", "2", "--sample-batch", "3", "--sample-prompt", "5", "--sample-tokens", "6",
+		"--threads", "1", "--mem-read-mb", "8"}
+	r := run(t, bin, "", "", nil, args...)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	vals := jsonValues(t, r.stdout)
+	if len(vals) != 1 {
+		t.Fatalf("%d JSON values, want 1:\n%s", len(vals), r.stdout)
+	}
+	res := vals[0]
+	params := llamaParams(mc)
+	for key, want := range map[string]float64{"layers": 2, "dim": 32, "vocab": 8, "kv_heads": 2, "hidden": 48,
+		"params": float64(params), "sample_prompt": 5, "sample_tokens": 6, "sample_batch": 3,
+		"weights_mb": math.Round(float64(4*params)/(1<<20)*10) / 10} {
+		if got, ok := res[key].(float64); !ok || got != want {
+			t.Errorf("%s = %v, want %v", key, res[key], want)
+		}
+	}
+	// 2 runs × 3 sequences × 6 tokens, whatever the model draws.
+	if rate, ms := res["sample_tokens_per_s"].(float64), res["sample_ms"].(float64); math.Abs(rate*ms*2/1000-36) > 0.5 {
+		t.Errorf("sample_tokens_per_s %v over 2 runs of %v ms: %v tokens, want 36", rate, ms, rate*ms*2/1000)
+	}
+	// Every forward pass (6 per run) reads the 4·params weight bytes (all of
+	// them: the head is tied to the embedding).
+	if gbs, ms := res["decode_weight_gb_per_s"].(float64), res["sample_ms"].(float64); math.Abs(gbs-float64(4*params)*6/(ms/1000)/1e9) > 0.01+0.01*gbs {
+		t.Errorf("decode_weight_gb_per_s %v, want %v", gbs, float64(4*params)*6/(ms/1000)/1e9)
+	}
+	if bw, ok := res["mem_read_gb_per_s"].(float64); !ok || bw <= 0 {
+		t.Errorf("mem_read_gb_per_s = %v, want > 0", res["mem_read_gb_per_s"])
+	}
+
+	for _, bad := range [][]string{{"--layers", "0"}, {"--sample-prompt", "0"}, {"--sample-prompt", "60", "--sample-tokens", "5"},
+		{"--mem-read-mb", "-1"}} {
+		r := run(t, bin, "", "", nil, append([]string{"bench", "engine", "--config", path, "--steps", "0"}, bad...)...)
+		if r.code != 2 {
+			t.Errorf("bench engine %v: exit %d, want 2 (usage)\n%s", bad, r.code, r.stderr)
+		}
+	}
+}
+
+func TestMemReadBandwidth(t *testing.T) {
+	if bw := memReadGBPerS(4<<20, 2); !(bw > 0) || math.IsInf(bw, 0) {
+		t.Errorf("memReadGBPerS = %v, want a positive finite rate", bw)
+	}
+	x := []uint64{1, 2, 3, 4, 5, 6, 7}
+	if s := sumWords(x); s != 28 {
+		t.Errorf("sumWords(%v) = %d, want 28", x, s)
+	}
+}

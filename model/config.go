@@ -105,8 +105,11 @@ func (c Config) Normalized() Config {
 		if c.RopeTheta == 0 {
 			c.RopeTheta = 10000
 		}
-		if c.ModelType == "qwen3" {
+		switch c.ModelType {
+		case "qwen3":
 			c.QKNorm = true
+		case "qwen2": // Qwen2's q, k and v projections always have biases (config.json has no field for it)
+			c.AttentionBias = true
 		}
 	}
 	if c.Heads > 0 && c.HeadSize*c.Heads == c.Dim {

@@ -220,3 +220,27 @@ func TestHeadDimDisagreesWithTensors(t *testing.T) {
 		t.Errorf("log-probs after save and load %v, before %v", b.LogProbs, a.LogProbs)
 	}
 }
+
+// A model built in code with model_type qwen2 has Qwen2's q/k/v biases
+// (config.json has no field saying so), so what it saves loads back.
+func TestQwen2InCodeRoundTrips(t *testing.T) {
+	cfg := Config{Family: "llama", ModelType: "qwen2", Vocab: 40, Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, Hidden: 32, MaxSeq: 32, BOS: -1, EOS: -1}
+	m, err := New(testBackend(t), cfg, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.Config().AttentionBias {
+		t.Fatal("qwen2 model without q/k/v biases")
+	}
+	dir := t.TempDir()
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(testBackend(t), dir)
+	if err != nil {
+		t.Fatalf("loading a saved qwen2 model: %v", err)
+	}
+	if back.NumParams() != m.NumParams() {
+		t.Errorf("loaded %d parameters, saved %d", back.NumParams(), m.NumParams())
+	}
+}

@@ -22,7 +22,7 @@ const passTokenBudget = 4096
 // backward pass: at real sizes (a Qwen2.5-0.5B keeps about 2 MB per token)
 // the token budget alone would let them reach gigabytes. A pass holds whole
 // sequences, so one longer sequence still gets a pass of its own.
-const passActivationBytes = 1 << 30
+const passActivationBytes = 512 << 20
 
 // headChunkFloats bounds the logits the LM head computes at once: rows of
 // the vocabulary's width, never a [tokens × vocab] matrix for a whole pass.

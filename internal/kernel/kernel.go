@@ -11,7 +11,8 @@
 // rows at a time into a panel that stays in the caches; for tall products
 // it runs as fast as x·w, for single decoding rows the transposing makes
 // it cost up to about twice the multiply-adds' time when the weights are
-// in the caches.
+// in the caches. A decoding batch of 12–16 rows skips the transposing: the
+// operands swap roles in the micro-kernel, x's rows becoming its lanes.
 //
 // Vector functions end with VZEROUPPER (archsimd.ClearAVXUpperBits) and keep
 // scalar Go code out of their loops: on the machines measured here legacy
@@ -82,48 +83,6 @@ func MatMulBTAdd(out, x, w []float32, m, k, n int) {
 	product{out: out, a: x, w: w, m: m, k: k, n: n, rs: k, ps: 1, wt: true, accumulate: true}.run("MatMulBTAdd", true)
 }
 
-// Packed is a weight matrix [k,n] kept both as is and laid out for the
-// vector products: panels of 16 columns, each k×16 contiguous, the last
-// zero-padded. A product with it reads the weights sequentially and skips
-// packing them, which pays when the same weights serve many products (the
-// decoding steps of a batch).
-type Packed struct {
-	k, n   int
-	w      []float32
-	panels []float32
-}
-
-// Pack lays out w [k,n] for MatMulPacked. w must not change afterwards.
-func Pack(w []float32, k, n int) *Packed {
-	if len(w) < k*n {
-		panic(fmt.Sprintf("kernel: Pack %d×%d: %d elements", k, n, len(w)))
-	}
-	p := &Packed{k: k, n: n, w: w[:k*n]}
-	if simdProduct == nil {
-		return p
-	}
-	panels := (n + 15) / 16
-	p.panels = make([]float32, panels*16*k)
-	for j := range panels {
-		width := min(16, n-16*j)
-		for q := range k {
-			copy(p.panels[(j*k+q)*16:(j*k+q)*16+width], w[q*n+16*j:])
-		}
-	}
-	return p
-}
-
-// MatMulPacked sets out = x·w (+ bias) for x [m,k] and the packed w [k,n]:
-// the same values as MatMul, bit for bit.
-func MatMulPacked(out, x []float32, w *Packed, bias []float32, m int) {
-	product{out: out, a: x, w: w.w, pw: w.panels, bias: bias, m: m, k: w.k, n: w.n, rs: w.k, ps: 1}.run("MatMulPacked", true)
-}
-
-// MatMulPackedSerial is MatMulPacked on the calling goroutine only.
-func MatMulPackedSerial(out, x []float32, w *Packed, bias []float32, m int) {
-	product{out: out, a: x, w: w.w, pw: w.panels, bias: bias, m: m, k: w.k, n: w.n, rs: w.k, ps: 1}.run("MatMulPackedSerial", false)
-}
-
 // packMinRows is the row count from which a product packs its weight
 // panels: below it the packing would not be repaid by reuse.
 const packMinRows = 64
@@ -135,7 +94,6 @@ type product struct {
 	out, a, w, bias []float32
 	m, k, n, rs, ps int
 	accumulate, wt  bool
-	pw              []float32 // w already in panels (Packed), for the vector path
 }
 
 func (p product) run(name string, parallel bool) {

@@ -43,7 +43,11 @@ func init() {
 // in p order on every path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
-	if p.k > 0 && (p.m >= packMinRows || p.wt || p.pw != nil) {
+	if p.wt && p.k > 0 && p.m >= narrowMinRows && p.m <= 16 && p.ps == 1 {
+		p.narrowBT(lo, hi)
+		return
+	}
+	if p.k > 0 && (p.m >= packMinRows || p.wt) {
 		p.packed(lo, hi)
 		return
 	}
@@ -82,6 +86,71 @@ func productAVX2(p product, lo, hi int) {
 		}
 		for ; i < p.m; i++ {
 			p.row(i, c, width)
+		}
+	}
+}
+
+// narrowMinRows is the fewest rows narrowBT takes: it computes 16 rows'
+// worth of multiply-adds whatever m is, so with fewer rows the transposing
+// path wastes less.
+const narrowMinRows = 12
+
+// narrowBT computes output columns [lo,hi) of x·wᵀ (w [n,k]) for 8…16 rows
+// of x — a decoding step's batch — without transposing w: the roles of the
+// operands swap, the tile's six rows are six rows of w, broadcast from
+// memory as each streams by once, and its 16 lanes are the rows of x, whose
+// transpose [k,16] (zero-padded past m) is small and made once. The tile
+// comes out transposed and is scattered into out. Each output element is
+// still its initial value plus its multiply-adds in p order (a product is
+// commutative inside a fused multiply-add), so the bits are those of every
+// other path.
+func (p product) narrowBT(lo, hi int) {
+	bufp := packBuffers.Get().(*[]float32)
+	defer packBuffers.Put(bufp)
+	need := 16*p.k + 16*p.k // x padded to 16 rows, and its transpose
+	if cap(*bufp) < need {
+		*bufp = make([]float32, need)
+	}
+	rows16, xt := (*bufp)[:16*p.k], (*bufp)[16*p.k:need]
+	for i := range 16 {
+		if i < p.m {
+			copy(rows16[i*p.k:(i+1)*p.k], p.a[i*p.rs:i*p.rs+p.k])
+		} else {
+			clear(rows16[i*p.k : (i+1)*p.k])
+		}
+	}
+	full := p.k / 8 * 8
+	if full > 0 {
+		transpose16(full, &rows16[0], uintptr(p.k)*4, &xt[0])
+	}
+	for q := full; q < p.k; q++ {
+		for i := range 16 {
+			xt[q*16+i] = rows16[i*p.k+q]
+		}
+	}
+	var init, tile [6][16]float32
+	for j := lo; j < hi; j += 6 {
+		rows := min(6, hi-j)
+		for r := range rows {
+			switch {
+			case p.accumulate:
+				for i := range p.m {
+					init[r][i] = p.out[i*p.n+j+r]
+				}
+			case p.bias != nil:
+				b := p.bias[j+r]
+				for i := range init[r] {
+					init[r][i] = b
+				}
+			default:
+				init[r] = [16]float32{}
+			}
+		}
+		tileRows(rows, p.k, &p.w[j*p.k], uintptr(p.k)*4, 4, &xt[0], 64, &init[0][0], 64, &tile[0][0], 64)
+		for r := range rows {
+			for i := range p.m {
+				p.out[i*p.n+j+r] = tile[r][i]
+			}
 		}
 	}
 }
@@ -147,9 +216,6 @@ func (p product) packedCols(lo, hi int, bufp *[]float32) {
 		kb = kBlockShort
 	}
 	panelFloats, stripFloats := kb*16*panels, 0
-	if p.pw != nil {
-		panelFloats = 0 // packed once by Pack
-	}
 	if p.rs == 1 {
 		stripFloats = kb * 6 * tiles
 	}
@@ -162,47 +228,36 @@ func (p product) packedCols(lo, hi int, bufp *[]float32) {
 	var scratch [6][16]float32
 	// Consecutive panels of a block are pstride bytes apart.
 	pstride := uintptr(kb * 16 * 4)
-	if p.pw != nil {
-		pstride = uintptr(16*p.k) * 4
-	}
 	for k0 := 0; k0 < p.k; k0 += kb {
 		kc := min(kb, p.k-k0)
-		// panelAt is where panel j of the block starts: packed once by
-		// Pack, panel j is [k][16] at (lo/16 + j)·16k.
-		panelAt := func(j int) *float32 {
-			if p.pw != nil {
-				return &p.pw[(lo/16+j)*16*p.k+16*k0]
+		// panelAt is where panel j of the block starts.
+		panelAt := func(j int) *float32 { return &wp[j*kb*16] }
+		for j := range panels {
+			c := lo + 16*j
+			width := min(16, hi-c)
+			panel := wp[j*kb*16 : j*kb*16+kc*16]
+			if width < 16 {
+				clear(panel)
 			}
-			return &wp[j*kb*16]
-		}
-		if p.pw == nil {
-			for j := range panels {
-				c := lo + 16*j
-				width := min(16, hi-c)
-				panel := wp[j*kb*16 : j*kb*16+kc*16]
-				if width < 16 {
-					clear(panel)
+			if p.wt {
+				from := 0
+				if width == 16 && kc >= 8 {
+					// Eight steps at a time in registers, the rest (kc
+					// mod 8 steps) one element at a time below.
+					from = kc / 8 * 8
+					_ = p.w[(c+15)*p.k+k0+from-1]
+					transpose16(from, &p.w[c*p.k+k0], uintptr(p.k)*4, &panel[0])
 				}
-				if p.wt {
-					from := 0
-					if width == 16 && kc >= 8 {
-						// Eight steps at a time in registers, the rest (kc
-						// mod 8 steps) one element at a time below.
-						from = kc / 8 * 8
-						_ = p.w[(c+15)*p.k+k0+from-1]
-						transpose16(from, &p.w[c*p.k+k0], uintptr(p.k)*4, &panel[0])
+				for col := range width {
+					src := p.w[(c+col)*p.k+k0+from : (c+col)*p.k+k0+kc]
+					for q, v := range src {
+						panel[(from+q)*16+col] = v
 					}
-					for col := range width {
-						src := p.w[(c+col)*p.k+k0+from : (c+col)*p.k+k0+kc]
-						for q, v := range src {
-							panel[(from+q)*16+col] = v
-						}
-					}
-					continue
 				}
-				for q := range kc {
-					copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:])
-				}
+				continue
+			}
+			for q := range kc {
+				copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:])
 			}
 		}
 		if p.rs == 1 && tiles > 0 {

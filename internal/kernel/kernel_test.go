@@ -283,7 +283,7 @@ func TestMatMulPathsAgreeBitwise(t *testing.T) {
 // and adding to out.
 func TestMatMulBT(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 20))
-	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 13, 64, 100} {
+	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 17, 64, 100} {
 		for _, kn := range [][2]int{{5, 7}, {300, 70}, {520, 1100}, {64, 33}} {
 			k, n := kn[0], kn[1]
 			x, w, b := random(rng, m*k), random(rng, n*k), random(rng, n)
@@ -329,7 +329,7 @@ func TestMatMulBT(t *testing.T) {
 // shapes and short operands behave as MatMul's do.
 func TestMatMulBTIndependentOfCores(t *testing.T) {
 	rng := rand.New(rand.NewPCG(21, 22))
-	for _, s := range []struct{ m, k, n int }{{1, 700, 1000}, {5, 700, 1000}, {37, 300, 1000}, {301, 300, 40}} {
+	for _, s := range []struct{ m, k, n int }{{1, 700, 1000}, {5, 700, 1000}, {16, 700, 1000}, {37, 300, 1000}, {301, 300, 40}} {
 		m, k, n := s.m, s.k, s.n
 		x, w, bias := random(rng, m*k), random(rng, n*k), random(rng, n)
 		run := func(procs int) []float32 {
@@ -362,27 +362,6 @@ func TestMatMulBTIndependentOfCores(t *testing.T) {
 	MatMulBT(make([]float32, 4), make([]float32, 4), make([]float32, 3), nil, 2, 2, 2)
 }
 
-// A packed weight gives MatMul's values bit for bit, on every path (tall,
-// short, partial panels, fewer than six rows, several k blocks).
-func TestMatMulPacked(t *testing.T) {
-	rng := rand.New(rand.NewPCG(27, 28))
-	for _, s := range []struct{ m, k, n int }{{1, 5, 7}, {4, 33, 16}, {16, 128, 344}, {32, 300, 40}, {70, 600, 130}} {
-		x, w, b := random(rng, s.m*s.k), random(rng, s.k*s.n), random(rng, s.n)
-		pw := Pack(w, s.k, s.n)
-		for _, bias := range [][]float32{nil, b} {
-			want, got, serial := make([]float32, s.m*s.n), make([]float32, s.m*s.n), make([]float32, s.m*s.n)
-			MatMul(want, x, w, bias, s.m, s.k, s.n)
-			MatMulPacked(got, x, pw, bias, s.m)
-			MatMulPackedSerial(serial, x, pw, bias, s.m)
-			for i := range want {
-				if got[i] != want[i] || serial[i] != want[i] {
-					t.Fatalf("%v bias=%v: out[%d] = %v (serial %v), want %v", s, bias != nil, i, got[i], serial[i], want[i])
-				}
-			}
-		}
-	}
-}
-
 // BenchmarkTrainingShapes times the products of a gpt d=256 training step
 // on 2048 tokens: the forward projections and the weight gradients (xᵀ·y).
 func BenchmarkTrainingShapes(b *testing.B) {
@@ -412,11 +391,10 @@ func BenchmarkTrainingShapes(b *testing.B) {
 
 // BenchmarkLinearShapes times the Linear layers of Qwen2.5-0.5B (d=896,
 // vocabulary 151,936) with their weights [out,in] as the checkpoint holds
-// them (MatMulBT) against the same weights transposed and packed
-// beforehand (MatMulPacked, a second copy): decoding rows (1–16) are bound
-// by reading the weights (MB/s counts weight bytes), training rows by the
-// multiply-adds (GFLOP/s). Each shape's weights are made only when one of
-// its benchmarks runs (the head's take 1.6 GB with the packed copy).
+// them (MatMulBT): decoding rows (1–16) are bound by reading the weights
+// (MB/s counts weight bytes), training rows by the multiply-adds
+// (GFLOP/s). Each shape's weights are made only when one of its benchmarks
+// runs.
 func BenchmarkLinearShapes(b *testing.B) {
 	for _, s := range []struct {
 		name string
@@ -428,27 +406,18 @@ func BenchmarkLinearShapes(b *testing.B) {
 			for i := range w {
 				w[i] = rng.Float32() - 0.5
 			}
-			wt := make([]float32, len(w))
-			Transpose(wt, w, s.n, s.k)
-			packed := Pack(wt, s.k, s.n)
 			for _, m := range []int{1, 8, 16, 64, 1024} {
 				if m == 1024 && s.n > 100000 {
 					continue
 				}
 				x, out := random(rng, m*s.k), make([]float32, m*s.n)
-				for _, path := range []string{"BT", "Packed"} {
-					b.Run(fmt.Sprintf("m=%d/%s", m, path), func(b *testing.B) {
-						b.SetBytes(int64(s.k * s.n * 4))
-						for b.Loop() {
-							if path == "BT" {
-								MatMulBT(out, x, w, nil, m, s.k, s.n)
-							} else {
-								MatMulPacked(out, x, packed, nil, m)
-							}
-						}
-						b.ReportMetric(float64(2*m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-					})
-				}
+				b.Run(fmt.Sprintf("m=%d", m), func(b *testing.B) {
+					b.SetBytes(int64(s.k * s.n * 4))
+					for b.Loop() {
+						MatMulBT(out, x, w, nil, m, s.k, s.n)
+					}
+					b.ReportMetric(float64(2*m*s.k*s.n)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
 			}
 		})
 	}

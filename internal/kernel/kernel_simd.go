@@ -99,8 +99,10 @@ const narrowMinRows = 12
 // of x — a decoding step's batch — without transposing w: the roles of the
 // operands swap, the tile's six rows are six rows of w, broadcast from
 // memory as each streams by once, and its 16 lanes are the rows of x, whose
-// transpose [k,16] (zero-padded past m) is small and made once. The tile
-// comes out transposed and is scattered into out. Each output element is
+// transpose [k,16] (zero-padded past m) is small and made once; six rows
+// of w at a time run on tile6x16Rows, which prefetches them (a step's
+// throughput was bound by their broadcasts waiting on memory). The tiles
+// come out transposed and go into out sixteen columns at a time. Each output element is
 // still its initial value plus its multiply-adds in p order (a product is
 // commutative inside a fused multiply-add), so the bits are those of every
 // other path.
@@ -128,28 +130,48 @@ func (p product) narrowBT(lo, hi int) {
 			xt[q*16+i] = rows16[i*p.k+q]
 		}
 	}
-	var init, tile [6][16]float32
+	// The tiles write out's transpose, [hi−lo][16], beside x's; it goes
+	// into out sixteen columns at a time at the end.
+	if cap(*bufp) < need+16*(hi-lo) {
+		grown := make([]float32, need+16*(hi-lo))
+		copy(grown, (*bufp)[:need])
+		*bufp = grown
+		rows16, xt = (*bufp)[:16*p.k], (*bufp)[16*p.k:need]
+	}
+	outT := (*bufp)[need : need+16*(hi-lo)]
+	var zeros [16]float32
+	var init [6][16]float32
 	for j := lo; j < hi; j += 6 {
 		rows := min(6, hi-j)
-		for r := range rows {
-			switch {
-			case p.accumulate:
-				for i := range p.m {
-					init[r][i] = p.out[i*p.n+j+r]
+		start, istride := &zeros[0], uintptr(0) // every row from zero
+		switch {
+		case p.accumulate:
+			for i := range p.m {
+				for r, v := range p.out[i*p.n+j : i*p.n+j+rows] {
+					init[r][i] = v
 				}
-			case p.bias != nil:
-				b := p.bias[j+r]
+			}
+			start, istride = &init[0][0], 64
+		case p.bias != nil:
+			for r, b := range p.bias[j : j+rows] {
 				for i := range init[r] {
 					init[r][i] = b
 				}
-			default:
-				init[r] = [16]float32{}
 			}
+			start, istride = &init[0][0], 64
 		}
-		tileRows(rows, p.k, &p.w[j*p.k], uintptr(p.k)*4, 4, &xt[0], 64, &init[0][0], 64, &tile[0][0], 64)
-		for r := range rows {
-			for i := range p.m {
-				p.out[i*p.n+j+r] = tile[r][i]
+		if rows == 6 {
+			tile6x16Rows(p.k, &p.w[j*p.k], uintptr(p.k)*4, &xt[0], start, istride, &outT[(j-lo)*16])
+		} else {
+			tileRows(rows, p.k, &p.w[j*p.k], uintptr(p.k)*4, 4, &xt[0], 64, start, istride, &outT[(j-lo)*16], 64)
+		}
+	}
+	for c0 := lo; c0 < hi; c0 += 16 {
+		block := outT[(c0-lo)*16 : (min(hi, c0+16)-lo)*16]
+		for i := range p.m {
+			o := p.out[i*p.n+c0 : i*p.n+min(hi, c0+16)]
+			for c := range o {
+				o[c] = block[c*16+i]
 			}
 		}
 	}
@@ -420,6 +442,14 @@ func tile4x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uin
 
 //go:noescape
 func tile5x16(k int, x *float32, xstride, xstep uintptr, w *float32, wstride uintptr, init *float32, istride uintptr, out *float32, ostride uintptr)
+
+// tile6x16Rows is tile6x16 for narrowBT (tile_amd64.s): six rows of x,
+// each k contiguous floats (xstep 4 bytes), xstride bytes apart and read
+// with prefetching; w a [k,16] panel (wstride 64 bytes); out six rows of 16
+// floats, 64 bytes apart.
+//
+//go:noescape
+func tile6x16Rows(k int, x *float32, xstride uintptr, w *float32, init *float32, istride uintptr, out *float32)
 
 // transpose16 is the assembly transpose (tile_amd64.s): dst[q·16+c] =
 // w[c·wstride bytes + q] for the 16 rows c of w and q < k, k a multiple of

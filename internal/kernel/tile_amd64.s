@@ -581,3 +581,110 @@ done2w:
 	VMOVUPS Y7, 96(BX)(CX*1)
 	VZEROUPPER
 	RET
+
+// func tile6x16Rows(k int, x *float32, xstride uintptr, w *float32,
+//	init *float32, istride uintptr, out *float32)
+//
+// tile6x16 for narrowBT: x is six rows of k contiguous floats, xstride
+// bytes apart (six rows of a weight matrix, streaming from memory), w a
+// [k,16] panel (x's transpose, in the caches) and out six rows of 16 floats
+// (64 bytes apart). Four steps per iteration, with one prefetch per row of
+// x 1 KiB ahead: the rows are read once, and without the prefetches
+// the broadcasts wait on memory.
+TEXT ·tile6x16Rows(SB), NOSPLIT, $0-56
+	MOVQ init+32(FP), BX
+	MOVQ istride+40(FP), CX
+	LEAQ (BX)(CX*2), DX
+	ADDQ CX, DX
+	VMOVUPS (BX), Y0
+	VMOVUPS 32(BX), Y1
+	VMOVUPS (BX)(CX*1), Y2
+	VMOVUPS 32(BX)(CX*1), Y3
+	VMOVUPS (BX)(CX*2), Y4
+	VMOVUPS 32(BX)(CX*2), Y5
+	VMOVUPS (DX), Y6
+	VMOVUPS 32(DX), Y7
+	VMOVUPS (DX)(CX*1), Y8
+	VMOVUPS 32(DX)(CX*1), Y9
+	VMOVUPS (DX)(CX*2), Y10
+	VMOVUPS 32(DX)(CX*2), Y11
+
+	MOVQ k+0(FP), AX
+	MOVQ x+8(FP), SI
+	MOVQ xstride+16(FP), R8
+	MOVQ w+24(FP), DI
+	LEAQ (SI)(R8*2), R11
+	ADDQ R8, R11
+
+	CMPQ AX, $4
+	JLT  tail
+
+loop4:
+	PREFETCHT0 1024(SI)
+	PREFETCHT0 1024(SI)(R8*1)
+	PREFETCHT0 1024(SI)(R8*2)
+	PREFETCHT0 1024(R11)
+	PREFETCHT0 1024(R11)(R8*1)
+	PREFETCHT0 1024(R11)(R8*2)
+
+#define STEP(off, woff) \
+	VMOVUPS      woff(DI), Y12; \
+	VMOVUPS      woff+32(DI), Y13; \
+	VBROADCASTSS off(SI), Y14; \
+	VFMADD231PS  Y12, Y14, Y0; \
+	VFMADD231PS  Y13, Y14, Y1; \
+	VBROADCASTSS off(SI)(R8*1), Y15; \
+	VFMADD231PS  Y12, Y15, Y2; \
+	VFMADD231PS  Y13, Y15, Y3; \
+	VBROADCASTSS off(SI)(R8*2), Y14; \
+	VFMADD231PS  Y12, Y14, Y4; \
+	VFMADD231PS  Y13, Y14, Y5; \
+	VBROADCASTSS off(R11), Y15; \
+	VFMADD231PS  Y12, Y15, Y6; \
+	VFMADD231PS  Y13, Y15, Y7; \
+	VBROADCASTSS off(R11)(R8*1), Y14; \
+	VFMADD231PS  Y12, Y14, Y8; \
+	VFMADD231PS  Y13, Y14, Y9; \
+	VBROADCASTSS off(R11)(R8*2), Y15; \
+	VFMADD231PS  Y12, Y15, Y10; \
+	VFMADD231PS  Y13, Y15, Y11
+
+	STEP(0, 0)
+	STEP(4, 64)
+	STEP(8, 128)
+	STEP(12, 192)
+	ADDQ $16, SI
+	ADDQ $16, R11
+	ADDQ $256, DI
+	SUBQ $4, AX
+	CMPQ AX, $4
+	JGE  loop4
+
+tail:
+	TESTQ AX, AX
+	JZ    store
+
+loop1:
+	STEP(0, 0)
+	ADDQ $4, SI
+	ADDQ $4, R11
+	ADDQ $64, DI
+	DECQ AX
+	JNZ  loop1
+
+store:
+	MOVQ    out+48(FP), BX
+	VMOVUPS Y0, (BX)
+	VMOVUPS Y1, 32(BX)
+	VMOVUPS Y2, 64(BX)
+	VMOVUPS Y3, 96(BX)
+	VMOVUPS Y4, 128(BX)
+	VMOVUPS Y5, 160(BX)
+	VMOVUPS Y6, 192(BX)
+	VMOVUPS Y7, 224(BX)
+	VMOVUPS Y8, 256(BX)
+	VMOVUPS Y9, 288(BX)
+	VMOVUPS Y10, 320(BX)
+	VMOVUPS Y11, 352(BX)
+	VZEROUPPER
+	RET

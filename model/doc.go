@@ -158,7 +158,10 @@
 // each group is one matrix for the products and the decoder is a set of
 // views over it; or, once a graph runs, as backend tensors — the first pass
 // of either engine moves them, never copies. Load and New write straight
-// into the flat buffer. The native engine adds what training needs and no
+// into the flat buffer. (A small model, at most 32 MB of weights, also keeps
+// them packed for the products, rebuilt after each update: its decoding is
+// bound by per-product overheads that a second copy of a few megabytes
+// removes.) The native engine adds what training needs and no
 // more: a gradient accumulator and the two AdamW moments of the same
 // layout (Apply updates the parameters in place, holding the model's lock
 // against running passes), so full fine-tuning holds 16 bytes per parameter

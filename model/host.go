@@ -172,6 +172,7 @@ func (m *Model) setParamValues(i int, v []float64) {
 		m.params[i] = tensorFrom(m.dtype, v, s.shape)
 		return
 	}
+	m.dec = nil // its packed weights, if any, are stale
 	dst := flatViews(m.specs, m.host)[i]
 	for j, x := range v {
 		at := j

@@ -162,6 +162,7 @@ func (m *Model) decoder() (dec *decoder, release func(), err error) {
 				m.params = nil
 			}
 			m.dec = newDecoder(m.cfg, m.specs, m.host)
+			m.dec.pack()
 		}
 		m.mu.Unlock()
 	}

@@ -42,11 +42,16 @@ type proj struct {
 	w, b    []float32
 	in, out int
 	t       bool
+	packed  *kernel.Packed // a small model's weights laid out for the products (decoder.pack), or nil
 }
 
 // forward sets y [m,out] = x [m,in]·W (+ b), on all cores when par.
 func (l proj) forward(par bool, y, x []float32, m int) {
 	switch {
+	case l.packed != nil && par:
+		kernel.MatMulPacked(y, x, l.packed, l.b, m)
+	case l.packed != nil:
+		kernel.MatMulPackedSerial(y, x, l.packed, l.b, m)
 	case l.t && par:
 		kernel.MatMulBT(y, x, l.w, l.b, m, l.in, l.out)
 	case l.t:
@@ -91,6 +96,31 @@ type decoderLayer struct {
 	up             proj      // gpt c_fc [d → hid]; llama gate|up [d → 2·hid]
 	down           proj      // [hid → d]
 	qNormW, kNormW []float32 // qwen3: the per-head query and key RMSNorm gains [Dh], or nil
+}
+
+// pack lays out a small model's weights for the forward products (see
+// serialParts): a second copy, of at most serialPartsMaxBytes, that spares
+// every decoding step packing or strided reads. The decoder is rebuilt
+// when the parameters change.
+func (dec *decoder) pack() {
+	if !dec.serialParts {
+		return
+	}
+	packProj := func(l *proj) {
+		if l.t {
+			l.packed = kernel.PackT(l.w, l.out, l.in)
+		} else {
+			l.packed = kernel.Pack(l.w, l.in, l.out)
+		}
+	}
+	for i := range dec.layers {
+		ly := &dec.layers[i]
+		packProj(&ly.qkv)
+		packProj(&ly.out)
+		packProj(&ly.up)
+		packProj(&ly.down)
+	}
+	packProj(&dec.head)
 }
 
 // serialPartsMaxBytes is the largest model whose decoding splits rows

@@ -363,6 +363,7 @@ func (t *Trainer) adamHost(grads []float32, st adamStep) error {
 			kernel.AdamW(p[lo:hi], g[lo:hi], mi[lo:hi], vi[lo:hi], s)
 		})
 	}
+	m.dec = nil // a small model's packed weights are stale: the next pass packs them again
 	return nil
 }
 

@@ -83,6 +83,70 @@ func MatMulBTAdd(out, x, w []float32, m, k, n int) {
 	product{out: out, a: x, w: w, m: m, k: k, n: n, rs: k, ps: 1, wt: true, accumulate: true}.run("MatMulBTAdd", true)
 }
 
+// Packed is a weight matrix laid out for the vector products: panels of
+// 16 columns of w [k,n], each k×16 contiguous, the last zero-padded. A
+// product with it reads the weights sequentially and skips packing them,
+// which pays when the same small weights serve many products (the decoding
+// steps of a small model) — at the price of a second copy of them.
+type Packed struct {
+	k, n   int
+	w      []float32 // the weights as given: [k,n], or [n,k] when wt
+	wt     bool
+	panels []float32
+}
+
+// Pack lays out w [k,n] for MatMulPacked. w must not change afterwards.
+func Pack(w []float32, k, n int) *Packed {
+	if len(w) < k*n {
+		panic(fmt.Sprintf("kernel: Pack %d×%d: %d elements", k, n, len(w)))
+	}
+	p := &Packed{k: k, n: n, w: w[:k*n]}
+	if simdProduct == nil {
+		return p
+	}
+	p.panels = make([]float32, (n+15)/16*16*k)
+	for j := range (n + 15) / 16 {
+		width := min(16, n-16*j)
+		for q := range k {
+			copy(p.panels[(j*k+q)*16:(j*k+q)*16+width], w[q*n+16*j:])
+		}
+	}
+	return p
+}
+
+// PackT lays out the transpose of w [n,k] (a weight held [out,in]) for
+// MatMulPacked, which then computes x·wᵀ as MatMulBT does, bit for bit. w
+// must not change afterwards.
+func PackT(w []float32, n, k int) *Packed {
+	if len(w) < k*n {
+		panic(fmt.Sprintf("kernel: PackT %d×%d: %d elements", n, k, len(w)))
+	}
+	p := &Packed{k: k, n: n, w: w[:k*n], wt: true}
+	if simdProduct == nil {
+		return p
+	}
+	p.panels = make([]float32, (n+15)/16*16*k)
+	for j := range (n + 15) / 16 {
+		for c := range min(16, n-16*j) {
+			for q, v := range w[(16*j+c)*k : (16*j+c+1)*k] {
+				p.panels[(j*k+q)*16+c] = v
+			}
+		}
+	}
+	return p
+}
+
+// MatMulPacked sets out = x·w (+ bias) for x [m,k] and the packed w: the
+// same values as MatMul (MatMulBT for PackT), bit for bit.
+func MatMulPacked(out, x []float32, w *Packed, bias []float32, m int) {
+	product{out: out, a: x, w: w.w, wt: w.wt, pw: w.panels, bias: bias, m: m, k: w.k, n: w.n, rs: w.k, ps: 1}.run("MatMulPacked", true)
+}
+
+// MatMulPackedSerial is MatMulPacked on the calling goroutine only.
+func MatMulPackedSerial(out, x []float32, w *Packed, bias []float32, m int) {
+	product{out: out, a: x, w: w.w, wt: w.wt, pw: w.panels, bias: bias, m: m, k: w.k, n: w.n, rs: w.k, ps: 1}.run("MatMulPackedSerial", false)
+}
+
 // packMinRows is the row count from which a product packs its weight
 // panels: below it the packing would not be repaid by reuse.
 const packMinRows = 64
@@ -94,6 +158,7 @@ type product struct {
 	out, a, w, bias []float32
 	m, k, n, rs, ps int
 	accumulate, wt  bool
+	pw              []float32 // w already in panels (Packed), for the vector path
 }
 
 func (p product) run(name string, parallel bool) {

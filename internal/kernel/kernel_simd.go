@@ -43,11 +43,11 @@ func init() {
 // in p order on every path.
 func productAVX2(p product, lo, hi int) {
 	defer archsimd.ClearAVXUpperBits()
-	if p.wt && p.k > 0 && p.m >= narrowMinRows && p.m <= 16 && p.ps == 1 {
+	if p.wt && p.pw == nil && p.k > 0 && p.m >= narrowMinRows && p.m <= 16 && p.ps == 1 {
 		p.narrowBT(lo, hi)
 		return
 	}
-	if p.k > 0 && (p.m >= packMinRows || p.wt) {
+	if p.k > 0 && (p.m >= packMinRows || p.wt || p.pw != nil) {
 		p.packed(lo, hi)
 		return
 	}
@@ -238,6 +238,9 @@ func (p product) packedCols(lo, hi int, bufp *[]float32) {
 		kb = kBlockShort
 	}
 	panelFloats, stripFloats := kb*16*panels, 0
+	if p.pw != nil {
+		panelFloats = 0 // packed once by Pack
+	}
 	if p.rs == 1 {
 		stripFloats = kb * 6 * tiles
 	}
@@ -250,11 +253,23 @@ func (p product) packedCols(lo, hi int, bufp *[]float32) {
 	var scratch [6][16]float32
 	// Consecutive panels of a block are pstride bytes apart.
 	pstride := uintptr(kb * 16 * 4)
+	if p.pw != nil {
+		pstride = uintptr(16*p.k) * 4
+	}
 	for k0 := 0; k0 < p.k; k0 += kb {
 		kc := min(kb, p.k-k0)
-		// panelAt is where panel j of the block starts.
-		panelAt := func(j int) *float32 { return &wp[j*kb*16] }
+		// panelAt is where panel j of the block starts: packed once by
+		// Pack, panel j is [k][16] at (lo/16 + j)·16k.
+		panelAt := func(j int) *float32 {
+			if p.pw != nil {
+				return &p.pw[(lo/16+j)*16*p.k+16*k0]
+			}
+			return &wp[j*kb*16]
+		}
 		for j := range panels {
+			if p.pw != nil {
+				break
+			}
 			c := lo + 16*j
 			width := min(16, hi-c)
 			panel := wp[j*kb*16 : j*kb*16+kc*16]

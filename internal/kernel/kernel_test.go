@@ -422,3 +422,28 @@ func BenchmarkLinearShapes(b *testing.B) {
 		})
 	}
 }
+
+// A packed weight gives MatMul's values bit for bit, and a PackT weight
+// MatMulBT's, on every path (tall, short, partial panels, fewer than six
+// rows, several k blocks).
+func TestMatMulPacked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, s := range []struct{ m, k, n int }{{1, 5, 7}, {4, 33, 16}, {16, 128, 344}, {13, 300, 70}, {32, 300, 40}, {70, 600, 130}} {
+		x, w, b := random(rng, s.m*s.k), random(rng, s.k*s.n), random(rng, s.n)
+		wt := make([]float32, len(w))
+		Transpose(wt, w, s.k, s.n) // [n,k]
+		for _, pw := range []*Packed{Pack(w, s.k, s.n), PackT(wt, s.n, s.k)} {
+			for _, bias := range [][]float32{nil, b} {
+				want, got, serial := make([]float32, s.m*s.n), make([]float32, s.m*s.n), make([]float32, s.m*s.n)
+				MatMul(want, x, w, bias, s.m, s.k, s.n)
+				MatMulPacked(got, x, pw, bias, s.m)
+				MatMulPackedSerial(serial, x, pw, bias, s.m)
+				for i := range want {
+					if got[i] != want[i] || serial[i] != want[i] {
+						t.Fatalf("%v wt=%v bias=%v: out[%d] = %v (serial %v), want %v", s, pw.wt, bias != nil, i, got[i], serial[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}

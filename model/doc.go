@@ -179,9 +179,10 @@
 //
 // # Speed
 //
-// On this project's 2-core CPU the native engine trains 1.1–1.5× as fast as
-// PyTorch with OpenBLAS and samples 2.1–4.2× as fast (README, `bash
-// bench/compare.sh`); the graph engine on the Go backend reaches about a
+// On this project's 2-core CPU the native engine trains 1.4–2.5× as fast as
+// PyTorch with OpenBLAS and samples 2.3–3.9× as fast on small models, and
+// 1.8–1.9× and 2.0–2.1× at the Qwen2.5-0.5B and Qwen3-0.6B shapes in less
+// memory (README, `bash bench/compare.sh [--real]`); the graph engine on the Go backend reaches about a
 // quarter of PyTorch (`hacrl bench engine --engine graph`). Decoding a
 // small model splits a batch's rows between the cores for a whole step;
 // a large one (over 32 MB of weights) splits each product's columns, so

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -26,7 +29,7 @@ func benchCmd() *cobra.Command {
 // same JSON fields, so both can be compared in one run.
 func benchEngineCmd() *cobra.Command {
 	var (
-		family, act, cfgPath, backendCfg, engine                      string
+		family, act, cfgPath, backendCfg, engine, cpuProfile          string
 		vocab, dim, layers, heads, kvHeads, hidden, seq, batch        int
 		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads int
 		samplePrompt, memReadMB                                       int
@@ -107,6 +110,13 @@ prints the same fields; bench/compare.sh runs both.`,
 			if memReadMB < 0 {
 				return usage("--mem-read-mb %d: want ≥ 0 (0: skip)", memReadMB)
 			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			res, err := benchEngine(cmd.Context(), b, cfg, eng, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
 			if err != nil {
 				return err
@@ -145,6 +155,7 @@ prints the same fields; bench/compare.sh runs both.`,
 	f.Int64Var(&seed, "seed", 0, "seed")
 	f.StringVar(&cfgPath, "config", "", "a model config.json (Hugging Face field names) instead of the size flags")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config (default go:parallelism=-1)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole measurement to this file (go tool pprof)")
 	return cmd
 }
 
@@ -313,4 +324,21 @@ func sumWords(x []uint64) uint64 {
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
+}
+
+// startCPUProfile starts a CPU profile written to path; stop ends it and
+// closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

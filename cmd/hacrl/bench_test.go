@@ -90,10 +90,13 @@ func TestBenchEngineConfig(t *testing.T) {
 	mc.Layers = 2
 	args := []string{"bench", "engine", "--config", path, "--layers", "2", "--seq", "8", "--batch", "2", "--steps", "1",
 		"--warmup", "0", "--sample-runs", "2", "--sample-batch", "3", "--sample-prompt", "5", "--sample-tokens", "6",
-		"--threads", "1", "--mem-read-mb", "8"}
+		"--threads", "1", "--mem-read-mb", "8", "--cpuprofile", filepath.Join(t.TempDir(), "cpu.prof")}
 	r := run(t, bin, "", "", nil, args...)
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if st, err := os.Stat(args[len(args)-1]); err != nil || st.Size() == 0 {
+		t.Errorf("--cpuprofile wrote no profile: %v", err)
 	}
 	vals := jsonValues(t, r.stdout)
 	if len(vals) != 1 {

@@ -172,8 +172,10 @@
 // LM head computes logits, log-probs, entropies and, in training, the
 // gradient dlogits = w·(onehot − softmax) a chunk of rows at a time
 // (headChunkFloats), so no [tokens × vocabulary] matrix exists; a decoding
-// prefill runs at most passTokenBudget prompt tokens at once and the KV
-// cache holds the slots the longest prompt and the new tokens need. The
+// prefill runs at most passTokenBudget prompt tokens at once, and the KV
+// cache holds the slots the longest prompt and the new tokens need and is
+// freed when Generate returns (the passes' other buffers are kept between
+// calls, in arenas). The
 // hacrl command also bounds the garbage collector's headroom (package
 // internal/gcpace).
 //

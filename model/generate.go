@@ -185,8 +185,10 @@ func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error
 	if err != nil {
 		return decodeRun{}, err
 	}
-	ar := m.arenas.get()
-	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps), ar)
+	// The cache is not an arena's: an arena keeps its buffers between calls,
+	// and a batch's cache is gigabytes at real sizes (64 rows of Qwen3-0.6B
+	// over 420 slots: 6 GB) that the model would then hold for good.
+	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps))
 	V := m.cfg.Vocab
 	logits := make([]float32, len(prompts)*V)
 	scatter := func(rows []int, out []float32) []float32 {
@@ -221,7 +223,7 @@ func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error
 			}
 			return scatter(rows, dec.forward(cache, rows, one[:len(rows)])), nil
 		},
-		done: func() { m.arenas.put(ar); release() },
+		done: release,
 	}, nil
 }
 

@@ -199,21 +199,13 @@ type kvCache struct {
 	length []int
 }
 
-// newCache returns an empty cache for rows rows of slots slots, its memory
-// from ar (nil: freshly allocated). Slots are read only after they are
-// written, so recycled memory needs no clearing.
-func (dec *decoder) newCache(rows, slots int, ar *arena) *kvCache {
+// newCache returns an empty cache for rows rows of slots slots.
+func (dec *decoder) newCache(rows, slots int) *kvCache {
 	c := &kvCache{slots: slots, length: make([]int, rows)}
 	size := rows * dec.cfg.KVHeads * dec.cfg.HeadDim() * slots
-	alloc := func() []float32 {
-		if ar != nil {
-			return ar.get(size)
-		}
-		return make([]float32, size)
-	}
 	for range dec.cfg.Layers {
-		c.keys = append(c.keys, alloc())
-		c.values = append(c.values, alloc())
+		c.keys = append(c.keys, make([]float32, size))
+		c.values = append(c.values, make([]float32, size))
 	}
 	return c
 }

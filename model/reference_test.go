@@ -303,7 +303,7 @@ func TestMatchesReference(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer release()
-		cache := dec.newCache(2, len(x), nil)
+		cache := dec.newCache(2, len(x))
 		logits := dec.forward(cache, []int{1, 0}, [][]int{{7, 7, 7}, x[:2]})
 		for j := 2; j < len(x); j++ {
 			row := logits[cfg.Vocab:]

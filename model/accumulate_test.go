@@ -1,0 +1,64 @@
+package model
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+)
+
+// On the native engine a training step gives the same weights, bit for
+// bit, however its sequences are split into Accumulate calls and whatever
+// the number of cores: every gradient element gets its contributions in
+// token order, straight into one buffer.
+func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen3-gqa"} {
+		rng := rand.New(rand.NewPCG(41, 1))
+		var seqs []Sequence
+		var w [][]float32
+		for range 11 {
+			s := Sequence{Prompt: randomTokens(rng, 1+rng.IntN(6), 16), Response: randomTokens(rng, 1+rng.IntN(12), 16)}
+			row := make([]float32, len(s.Response))
+			for j := range row {
+				row[j] = float32(rng.NormFloat64())
+			}
+			seqs, w = append(seqs, s), append(w, row)
+		}
+		step := func(splits []int, procs int) [][]float64 {
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+			m := newTiny(t, name, 41)
+			m.SetEngine(EngineNative)
+			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-2, WeightDecay: 0.1, MaxGradNorm: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 2 { // two steps: the moments are used too
+				lo := 0
+				for _, hi := range append(splits, len(seqs)) {
+					if _, err := tr.Accumulate(ctx, seqs[lo:hi], w[lo:hi]); err != nil {
+						t.Fatal(err)
+					}
+					lo = hi
+				}
+				if _, err := tr.Apply(ctx, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return m.allParams()
+		}
+		want := step(nil, 2)
+		for _, c := range []struct {
+			splits []int
+			procs  int
+		}{{nil, 1}, {[]int{3, 4, 9}, 2}, {[]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 1}, {[]int{5}, 3}} {
+			got := step(c.splits, c.procs)
+			for i := range want {
+				if !slices.Equal(got[i], want[i]) {
+					t.Fatalf("%s: split at %v on %d cores: parameter %d differs from one call on 2 cores", name, c.splits, c.procs, i)
+				}
+			}
+		}
+	}
+}

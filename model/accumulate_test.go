@@ -9,9 +9,11 @@ import (
 )
 
 // On the native engine a training step gives the same weights, bit for
-// bit, however its sequences are split into Accumulate calls and whatever
-// the number of cores: every gradient element gets its contributions in
-// token order, straight into one buffer.
+// bit, whatever the number of cores and, for a model with an untied LM
+// head, however its sequences are split into Accumulate calls: every
+// gradient element gets its contributions in token order, straight into
+// one buffer. (A tied embedding matrix gets a pass's head rows and then its
+// input tokens, so how passes fall changes the order of its additions.)
 func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen3-gqa"} {
@@ -52,7 +54,10 @@ func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 		for _, c := range []struct {
 			splits []int
 			procs  int
-		}{{nil, 1}, {[]int{3, 4, 9}, 2}, {[]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 1}, {[]int{5}, 3}} {
+		}{{nil, 1}, {nil, 3}, {[]int{3, 4, 9}, 2}, {[]int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 1}, {[]int{5}, 3}} {
+			if c.splits != nil && tinyConfigs[name].TieEmbeddings {
+				continue
+			}
 			got := step(c.splits, c.procs)
 			for i := range want {
 				if !slices.Equal(got[i], want[i]) {

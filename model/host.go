@@ -100,15 +100,21 @@ func initialFlat(specs []paramSpec, seed int64) []float32 {
 			if s.std > 0 {
 				x = s.std * rng.NormFloat64()
 			}
-			at := j
-			if s.transposed { // draw j is element (r,c) of memory [in,out]; file [out,in]
-				r, c := j/s.shape[1], j%s.shape[1]
-				at = c*s.shape[0] + r
-			}
-			v[at] = float32(x)
+			v[s.fileIndex(j)] = float32(x) // draw j is element j of the graph layout
 		}
 	}
 	return flat
+}
+
+// fileIndex is where element j of the parameter in the graph layout (its
+// shape) sits in the checkpoint layout: the same place, or for a
+// transposed Linear weight, element (r,c) of [in,out] at (c,r) of [out,in].
+func (p paramSpec) fileIndex(j int) int {
+	if !p.transposed {
+		return j
+	}
+	r, c := j/p.shape[1], j%p.shape[1]
+	return c*p.shape[0] + r
 }
 
 // initRNG is the generator of the initial parameters.
@@ -149,12 +155,7 @@ func (m *Model) paramValues(i int) []float64 {
 	src := flatViews(m.specs, m.host)[i]
 	v := make([]float64, len(src))
 	for j := range src {
-		at := j
-		if s.transposed {
-			r, c := j/s.shape[1], j%s.shape[1]
-			at = c*s.shape[0] + r
-		}
-		v[j] = float64(src[at])
+		v[j] = float64(src[s.fileIndex(j)])
 	}
 	return v
 }
@@ -175,11 +176,6 @@ func (m *Model) setParamValues(i int, v []float64) {
 	m.dec = nil // its packed weights, if any, are stale
 	dst := flatViews(m.specs, m.host)[i]
 	for j, x := range v {
-		at := j
-		if s.transposed {
-			r, c := j/s.shape[1], j%s.shape[1]
-			at = c*s.shape[0] + r
-		}
-		dst[at] = float32(x)
+		dst[s.fileIndex(j)] = float32(x)
 	}
 }

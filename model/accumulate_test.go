@@ -67,3 +67,61 @@ func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 		}
 	}
 }
+
+// Releasing the trainer's accumulator and trimming the model's pass buffers
+// between steps changes nothing a step computes; a Release with a gradient
+// still waiting for Apply keeps it.
+func TestReleaseAndTrimKeepSteps(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(43, 1))
+	var seqs []Sequence
+	var w [][]float32
+	for range 5 {
+		s := Sequence{Prompt: randomTokens(rng, 1+rng.IntN(6), 16), Response: randomTokens(rng, 1+rng.IntN(12), 16)}
+		row := make([]float32, len(s.Response))
+		for j := range row {
+			row[j] = float32(rng.NormFloat64())
+		}
+		seqs, w = append(seqs, s), append(w, row)
+	}
+	run := func(idle bool) [][]float64 {
+		m := newTiny(t, "llama-gqa", 43)
+		m.SetEngine(EngineNative)
+		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-2, MaxGradNorm: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := tr.Accumulate(ctx, seqs[:2], w[:2]); err != nil {
+				t.Fatal(err)
+			}
+			if idle { // a gradient is pending: Release must keep it
+				tr.Release()
+				m.Trim()
+			}
+			if _, err := tr.Accumulate(ctx, seqs[2:], w[2:]); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Apply(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+			if idle {
+				tr.Release()
+				m.Trim()
+				if tr.hostAcc != nil {
+					t.Fatal("Release after Apply kept the accumulator")
+				}
+				if len(m.arenas.idle) != 0 {
+					t.Fatal("Trim kept idle arenas")
+				}
+			}
+		}
+		return m.allParams()
+	}
+	want, got := run(false), run(true)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("parameter %d differs when the trainer releases and the model trims between steps", i)
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 	}
 	m.mu.RLock() // Apply waits until the weights are written
 	defer m.mu.RUnlock()
-	_, err := safetensors.WriteSharded(dir, "model", m.entries(m.host, m.params, "", stDType), safetensors.ShardOptions{
+	_, err := safetensors.WriteSharded(dir, "model", entries(m.specs, m.host, m.params, "", stDType), safetensors.ShardOptions{
 		MaxShardSize: opts.MaxShardSize, Metadata: map[string]string{"format": "pt"},
 		AlwaysIndex: true, // optimizer.safetensors may sit beside: vLLM would load it as weights without an index
 	})
@@ -100,18 +100,18 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 	return nil
 }
 
-// entries returns one safetensors entry per parameter, in parameter order
+// entries returns one safetensors entry per spec, in their order
 // (layer by layer, as a PyTorch state dict), named prefix + its Hugging
 // Face name and encoded as dtype only when the writer reaches it. The
 // values come from flat (the host layout, which is the files') when it is
 // not nil, else from the tensors.
-func (m *Model) entries(flat []float32, values []*tensors.Tensor, prefix, dtype string) []safetensors.Entry {
-	out := make([]safetensors.Entry, len(m.specs))
+func entries(specs []paramSpec, flat []float32, values []*tensors.Tensor, prefix, dtype string) []safetensors.Entry {
+	out := make([]safetensors.Entry, len(specs))
 	var views [][]float32
 	if flat != nil {
-		views = flatViews(m.specs, flat)
+		views = flatViews(specs, flat)
 	}
-	for i, s := range m.specs {
+	for i, s := range specs {
 		out[i] = safetensors.Entry{Name: prefix + s.name, DType: dtype, Shape: s.fileShape(), Data: func() ([]byte, error) {
 			var v []float32
 			if views != nil {
@@ -285,13 +285,13 @@ func (t *Trainer) SaveState(dir string) error {
 	var all []safetensors.Entry
 	switch {
 	case t.hostMom != nil:
-		all = append(t.m.entries(t.hostMom, nil, momentPrefix, "F32"), t.m.entries(t.hostVel, nil, velocityPrefix, "F32")...)
+		all = append(entries(t.specs(), t.hostMom, nil, momentPrefix, "F32"), entries(t.specs(), t.hostVel, nil, velocityPrefix, "F32")...)
 	case t.mom != nil:
-		all = append(t.m.entries(nil, t.mom, momentPrefix, "F32"), t.m.entries(nil, t.vel, velocityPrefix, "F32")...)
+		all = append(entries(t.specs(), nil, t.mom, momentPrefix, "F32"), entries(t.specs(), nil, t.vel, velocityPrefix, "F32")...)
 	default: // before the first step: zero moments
-		_, total := flatLayout(t.m.specs)
+		_, total := flatLayout(t.specs())
 		zeros := make([]float32, total)
-		all = append(t.m.entries(zeros, nil, momentPrefix, "F32"), t.m.entries(zeros, nil, velocityPrefix, "F32")...)
+		all = append(entries(t.specs(), zeros, nil, momentPrefix, "F32"), entries(t.specs(), zeros, nil, velocityPrefix, "F32")...)
 	}
 	meta := map[string]string{
 		stepKey: strconv.FormatInt(t.step, 10),
@@ -321,11 +321,11 @@ func (t *Trainer) LoadState(dir string) error {
 	if err != nil || step < 0 {
 		return fmt.Errorf("model: load optimizer state %s: metadata %q is %q, want a step count", path, stepKey, meta[stepKey])
 	}
-	mom, err := decodeParams(w, t.m.specs, func(n string) []string { return []string{momentPrefix + n} })
+	mom, err := decodeParams(w, t.specs(), func(n string) []string { return []string{momentPrefix + n} })
 	if err != nil {
 		return err
 	}
-	vel, err := decodeParams(w, t.m.specs, func(n string) []string { return []string{velocityPrefix + n} })
+	vel, err := decodeParams(w, t.specs(), func(n string) []string { return []string{velocityPrefix + n} })
 	if err != nil {
 		return err
 	}

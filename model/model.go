@@ -51,12 +51,22 @@ type Model struct {
 	gen *GenerationConfig // the checkpoint's generation_config.json, if it had one
 
 	arenas arenaPool // buffers of native passes, kept between them
+
+	lora *adapters // LoRA adapters (lora.go), or nil; the base is then frozen
 }
 
 // SetEngine chooses how Generate, Score, Trainer.Accumulate and
 // Trainer.Apply run the model from now on (EngineAuto by default). Call it before using the model
 // from several goroutines.
 func (m *Model) SetEngine(e Engine) { m.engine = e }
+
+// Trim drops the buffers the native engine keeps between passes (the
+// activations of a training or scoring pass: up to about a gigabyte at real
+// sizes); the next pass allocates them afresh. A caller done with a model
+// for a while, such as an agent whose turn in a step has ended, trims it so
+// that the other models' passes have the memory. The memory goes back to
+// the system at the next garbage collection.
+func (m *Model) Trim() { m.arenas.trim() }
 
 // New returns a model with freshly initialized weights: normal(0, 0.02)
 // matrices and embeddings (residual output projections scaled by 1/√(2·Layers),
@@ -162,6 +172,9 @@ func (m *Model) decoder() (dec *decoder, release func(), err error) {
 				m.params = nil
 			}
 			m.dec = newDecoder(m.cfg, m.specs, m.host)
+			if m.lora != nil {
+				m.lora.attach(m.dec, m.lora.host, true)
+			}
 			m.dec.pack()
 		}
 		m.mu.Unlock()

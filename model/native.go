@@ -43,10 +43,20 @@ type proj struct {
 	in, out int
 	t       bool
 	packed  *kernel.Packed // a small model's weights laid out for the products (decoder.pack), or nil
+	lora    *lowRank       // the LoRA adapters on the product's outputs, or nil
 }
 
-// forward sets y [m,out] = x [m,in]·W (+ b), on all cores when par.
+// forward sets y [m,out] = x [m,in]·W (+ b) (+ the adapters' output), on
+// all cores when par.
 func (l proj) forward(par bool, y, x []float32, m int) {
+	l.base(par, y, x, m)
+	if l.lora != nil {
+		l.lora.forward(par, y, x, m)
+	}
+}
+
+// base sets y [m,out] = x [m,in]·W (+ b).
+func (l proj) base(par bool, y, x []float32, m int) {
 	switch {
 	case l.packed != nil && par:
 		kernel.MatMulPacked(y, x, l.packed, l.b, m)
@@ -72,9 +82,30 @@ func (l proj) backInput(dx, dy []float32, m int) {
 	}
 }
 
+// backward adds the gradients of x [m,in] and dy [m,out] to g (a proj of
+// the same shape over a gradient buffer: its weight and bias, or for a
+// frozen base only its adapters) and sets dx [m,in] to the gradient at the
+// input, unless dx is nil.
+func (l proj) backward(g proj, dx, x, dy []float32, m int) {
+	l.addGrad(g, x, dy, m)
+	if dx == nil {
+		if l.lora != nil {
+			l.lora.backward(g.lora, nil, x, dy, m)
+		}
+		return
+	}
+	l.backInput(dx, dy, m)
+	if l.lora != nil {
+		l.lora.backward(g.lora, dx, x, dy, m)
+	}
+}
+
 // addGrad adds the weight and bias gradients of x [m,in] and dy [m,out] to
-// g (a proj of the same shape over a gradient buffer).
+// g (a proj of the same shape over a gradient buffer), if g has them.
 func (l proj) addGrad(g proj, x, dy []float32, m int) {
+	if g.w == nil {
+		return
+	}
 	if l.t {
 		kernel.MatMulTAdd(g.w, dy, x, l.out, m, l.in) // [out,in] += dyᵀ·x
 	} else {

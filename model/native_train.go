@@ -165,6 +165,14 @@ func (p *arenaPool) put(ar *arena) {
 	p.mu.Unlock()
 }
 
+// trim drops the idle arenas; passes under way keep theirs.
+func (p *arenaPool) trim() {
+	p.mu.Lock()
+	clear(p.idle)
+	p.idle = p.idle[:0]
+	p.mu.Unlock()
+}
+
 // normed is one normalization's saved state: x̂ (the normalized input before
 // the gain) and 1/σ per row.
 type normed struct{ xhat, rstd []float32 }
@@ -503,7 +511,8 @@ func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]floa
 	return lp, ent, nil
 }
 
-// nativeGradients adds to acc, a gradient buffer in the host layout, the
+// nativeGradients adds to acc, a gradient buffer in the host layout (the
+// adapters' layout for a model with LoRA adapters), the
 // gradient of Σ_b Σ_t weights[b][t]·lp[b][t] and returns the lp. Every
 // gradient element gets its contributions added in token order, straight
 // into acc, so the sum does not depend on how sequences were split into
@@ -514,7 +523,12 @@ func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32, acc []floa
 		return nil, err
 	}
 	defer release()
-	g := newDecoder(m.cfg, m.specs, acc)
+	var g *decoder
+	if m.lora != nil {
+		g = m.lora.gradDecoder(m.cfg, acc)
+	} else {
+		g = newDecoder(m.cfg, m.specs, acc)
+	}
 	lp := make([][]float64, len(seqs))
 	ar := m.arenas.get()
 	defer m.arenas.put(ar)
@@ -560,16 +574,13 @@ func (dec *decoder) backward(tr *trace, dhr []float32, g *decoder, ar *arena) {
 		ly, gl, a := &dec.layers[l], &g.layers[l], &tr.layers[l]
 		// MLP: x += down(act(up(h2))), with act and h2 recomputed.
 		dec.activate(act, nil, a.up, n, true)
-		ly.down.addGrad(gl.down, act, dx, n)
-		ly.down.backInput(dAct, dx, n)
+		ly.down.backward(gl.down, dAct, act, dx, n)
 		dec.activationBackward(dUp, dAct, a.up, a.cdf, n)
 		dec.normOutput(h, a.norm2, ly.norm2W, ly.norm2B, n)
-		ly.up.addGrad(gl.up, h, dUp, n)
-		ly.up.backInput(tmp, dUp, n)
+		ly.up.backward(gl.up, tmp, h, dUp, n)
 		dec.normBackward(dx, tmp, a.norm2, ly.norm2W, gl.norm2W, gl.norm2B, n)
 		// Attention: x += out(attention(qkv(h1))).
-		ly.out.addGrad(gl.out, a.att, dx, n)
-		ly.out.backInput(dAtt, dx, n)
+		ly.out.backward(gl.out, dAtt, a.att, dx, n)
 		dec.attentionBackward(b, a, dAtt, dqkv, width)
 		if dec.invFreq != nil {
 			dec.rotate(dqkv, b.pos, width, -1, true)
@@ -578,8 +589,11 @@ func (dec *decoder) backward(tr *trace, dhr []float32, g *decoder, ar *arena) {
 			dec.qkNormBackward(dqkv, a.qkNorm, ly, gl, n, width)
 		}
 		dec.normOutput(h, a.norm1, ly.norm1W, ly.norm1B, n)
-		ly.qkv.addGrad(gl.qkv, h, dqkv, n)
-		ly.qkv.backInput(tmp, dqkv, n)
+		if l == 0 && g.embed == nil { // frozen embeddings: no gradient needed below
+			ly.qkv.backward(gl.qkv, nil, h, dqkv, n)
+			return
+		}
+		ly.qkv.backward(gl.qkv, tmp, h, dqkv, n)
 		dec.normBackward(dx, tmp, a.norm1, ly.norm1W, gl.norm1W, gl.norm1B, n)
 	}
 	for i, t := range b.tokens {
@@ -608,6 +622,9 @@ func (dec *decoder) normBackward(dx, dy []float32, s normed, w, dw, db []float32
 	d := dec.cfg.Dim
 	gpt := dec.cfg.Family == "gpt"
 	kernel.Parallel(d, 32, func(lo, hi int) {
+		if dw == nil { // a frozen gain (and bias)
+			return
+		}
 		for i := range n {
 			r := i * d
 			kernel.MulAdd(dw[lo:hi], dy[r+lo:r+hi], s.xhat[r+lo:r+hi])
@@ -632,7 +649,7 @@ func (dec *decoder) qkNormBackward(dqkv []float32, s normed, ly, gl *decoderLaye
 	cfg := dec.cfg
 	dh, H, heads := cfg.HeadDim(), cfg.Heads, cfg.Heads+cfg.KVHeads
 	kernel.Parallel(2, 1, func(lo, hi int) { // the two gains, each summed in a fixed order
-		for g := lo; g < hi; g++ {
+		for g := lo; g < hi && gl.qNormW != nil; g++ {
 			dw, from, to := gl.qNormW, 0, H
 			if g == 1 {
 				dw, from, to = gl.kNormW, H, heads

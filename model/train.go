@@ -84,11 +84,20 @@ func NewTrainer(m *Model, opt OptimizerConfig) (*Trainer, error) {
 }
 
 func (t *Trainer) zeros() []*tensors.Tensor {
-	z := make([]*tensors.Tensor, len(t.m.specs))
-	for i, s := range t.m.specs {
+	z := make([]*tensors.Tensor, len(t.specs()))
+	for i, s := range t.specs() {
 		z[i] = tensorFrom(t.m.dtype, make([]float64, s.size()), s.shape)
 	}
 	return z
+}
+
+// specs are the parameters the trainer updates: the adapters of a model
+// with LoRA adapters (add them before making the trainer), else all.
+func (t *Trainer) specs() []paramSpec {
+	if t.m.lora != nil {
+		return t.m.lora.specs
+	}
+	return t.m.specs
 }
 
 // Step is the number of steps applied so far.
@@ -119,7 +128,7 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 	if t.pending { // left by the native engine
 		t.acc = t.accTensors()
 	}
-	np := len(t.m.specs)
+	np := len(t.specs())
 	params := t.m.snapshot()
 	lp := make([][]float64, len(seqs))
 	for _, rows := range planChunks(inputLengths(seqs), t.m.cfg.Vocab) {
@@ -154,10 +163,10 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 // added to the accumulator on the host.
 func (t *Trainer) accumulateNative(seqs []Sequence, weights [][]float32) ([][]float32, error) {
 	if t.acc != nil { // left by the graph engine
-		t.hostAcc, t.acc, t.pending = flatFromTensors(t.m.specs, t.acc), nil, true
+		t.hostAcc, t.acc, t.pending = flatFromTensors(t.specs(), t.acc), nil, true
 	}
 	if t.hostAcc == nil {
-		_, total := flatLayout(t.m.specs)
+		_, total := flatLayout(t.specs())
 		t.hostAcc = make([]float32, total)
 	}
 	lp, err := t.m.nativeGradients(seqs, weights, t.hostAcc)
@@ -176,7 +185,7 @@ func (t *Trainer) accTensors() []*tensors.Tensor {
 		t.acc = nil
 		return acc
 	}
-	acc := tensorsFromFlat(t.m.specs, t.hostAcc)
+	acc := tensorsFromFlat(t.specs(), t.hostAcc)
 	t.hostAcc, t.pending = nil, false
 	return acc
 }
@@ -186,7 +195,7 @@ func (t *Trainer) accTensors() []*tensors.Tensor {
 func (t *Trainer) graphMoments() (mom, vel []*tensors.Tensor) {
 	if t.mom == nil {
 		if t.hostMom != nil {
-			t.mom, t.vel = tensorsFromFlat(t.m.specs, t.hostMom), tensorsFromFlat(t.m.specs, t.hostVel)
+			t.mom, t.vel = tensorsFromFlat(t.specs(), t.hostMom), tensorsFromFlat(t.specs(), t.hostVel)
 			t.hostMom, t.hostVel = nil, nil
 		} else {
 			t.mom, t.vel = t.zeros(), t.zeros()
@@ -200,10 +209,10 @@ func (t *Trainer) graphMoments() (mom, vel []*tensors.Tensor) {
 func (t *Trainer) nativeMoments() (mom, vel []float32) {
 	if t.hostMom == nil {
 		if t.mom != nil {
-			t.hostMom, t.hostVel = flatFromTensors(t.m.specs, t.mom), flatFromTensors(t.m.specs, t.vel)
+			t.hostMom, t.hostVel = flatFromTensors(t.specs(), t.mom), flatFromTensors(t.specs(), t.vel)
 			t.mom, t.vel = nil, nil
 		} else {
-			_, total := flatLayout(t.m.specs)
+			_, total := flatLayout(t.specs())
 			t.hostMom, t.hostVel = make([]float32, total), make([]float32, total)
 		}
 	}
@@ -260,7 +269,7 @@ func (t *Trainer) Apply(ctx context.Context, learningRate float64) (float64, err
 	var norm float64
 	if t.m.native() {
 		if t.acc != nil { // left by the graph engine
-			t.hostAcc, t.acc = flatFromTensors(t.m.specs, t.acc), nil
+			t.hostAcc, t.acc = flatFromTensors(t.specs(), t.acc), nil
 		}
 		host = t.hostAcc
 		defer t.clearHostAcc()
@@ -302,6 +311,18 @@ type adamStep struct {
 	step                int64
 }
 
+// Release drops the native engine's gradient accumulator, a float32 per
+// parameter, when it holds no gradient waiting for Apply; the next
+// Accumulate allocates it afresh. A learner whose updates for a step are
+// done releases it, so that agents trained one after another in one process
+// need one accumulator's memory at a time, not one each. The memory goes
+// back to the system at the next garbage collection.
+func (t *Trainer) Release() {
+	if !t.pending {
+		t.hostAcc = nil
+	}
+}
+
 // clearHostAcc empties the native gradient accumulator, keeping its memory.
 func (t *Trainer) clearHostAcc() {
 	kernel.Parallel(len(t.hostAcc), 1<<20, func(lo, hi int) { clear(t.hostAcc[lo:hi]) })
@@ -327,7 +348,7 @@ func (t *Trainer) adamGraph(acc []*tensors.Tensor, st adamStep) error {
 			args = append(args, d)
 		}
 	}
-	np := len(t.m.specs)
+	np := len(t.specs())
 	out, err := call(t.m.adamExec(t.opt), t.m.snapshot(), args...)
 	if err != nil {
 		return err
@@ -348,17 +369,21 @@ func (t *Trainer) adamHost(grads []float32, st adamStep) error {
 	m := t.m
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.host == nil { // the parameters are tensors: a graph pass ran since the gradient was taken
+	specs, params := m.specs, m.host
+	if m.lora != nil {
+		specs, params = m.lora.specs, m.lora.host
+	} else if m.host == nil { // the parameters are tensors: a graph pass ran since the gradient was taken
 		m.host, m.params = flatFromTensors(m.specs, m.params), nil
+		params = m.host
 	}
-	off, _ := flatLayout(m.specs)
-	for i, spec := range m.specs {
+	off, _ := flatLayout(specs)
+	for i, spec := range specs {
 		s := ks
 		if spec.decay {
 			s.Decay = float32(o.WeightDecay)
 		}
 		lo, n := off[i], spec.size()
-		p, g, mi, vi := m.host[lo:lo+n], grads[lo:lo+n], mom[lo:lo+n], vel[lo:lo+n]
+		p, g, mi, vi := params[lo:lo+n], grads[lo:lo+n], mom[lo:lo+n], vel[lo:lo+n]
 		kernel.Parallel(n, 1<<14, func(lo, hi int) {
 			kernel.AdamW(p[lo:hi], g[lo:hi], mi[lo:hi], vi[lo:hi], s)
 		})

@@ -110,6 +110,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 			return nil, fmt.Errorf("step %d: agent %s: sampling: %w", step+1, a.Name, err)
 		}
 		sampleTime := time.Since(t0).Seconds()
+		r.idle(a)
 		var tokens, truncated int
 		for n, s := range samples {
 			i := n / G
@@ -156,6 +157,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		}
 		vals[j]["entropy"] = ent / math.Max(float64(cnt), 1)
 		vals[j]["time/score"] = time.Since(t0).Seconds()
+		r.idle(a)
 	}
 	return pool, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"time"
 
 	"github.com/hacrl/hacrl/config"
@@ -53,12 +54,41 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 		if err := r.learn(ctx, step, k, a, pool, prompts[k], vals[k], tr); err != nil {
 			return nil, err
 		}
+		r.idle(a)
 	}
 	if err := r.writeRollouts(step+1, problems, pool, tr); err != nil {
 		return nil, err
 	}
 	return vals, nil
 }
+
+// idle gives back the memory agent a holds only while it works (its
+// passes' buffers, its gradient accumulator, a finished sampling's key-value
+// cache) once its turn in a phase has ended, so that agents working one
+// after another need the largest one's working memory, not the sum of all.
+// Go returns freed memory to the system only after a collection and at the
+// scavenger's pace; FreeOSMemory does both now, which at real sizes is
+// gigabytes (two 0.5–0.6B agents fit a 24 GB machine only so). Agents
+// under idleBytes of weights keep their buffers: their working memory is
+// small, and a forced collection per agent and phase tripled the main job's
+// time.
+func (r *Run) idle(a *Agent) {
+	if 4*a.Model.NumParams() < idleBytes {
+		return
+	}
+	a.Model.Trim()
+	if a.Trainer != nil {
+		a.Trainer.Release()
+	}
+	if a.Ref != nil {
+		a.Ref.Trim()
+	}
+	debug.FreeOSMemory()
+}
+
+// idleBytes is the size of float32 weights from which idle gives an
+// agent's working memory back between phases.
+const idleBytes = 256 << 20
 
 // learn runs learner k's updates for the step; tr, when not nil, records what
 // the learner made of each sample.

@@ -1,0 +1,354 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/gomlx/compute/dtypes"
+
+	"github.com/hacrl/hacrl/internal/kernel"
+)
+
+// LoRA configures low-rank adapters (Hu et al., 2021) on a model's linear
+// layers, as PEFT's LoraConfig does: a targeted layer y = x·Wᵀ becomes
+// y = x·Wᵀ + (Alpha/Rank)·x·Aᵀ·Bᵀ with A [Rank,in] and B [out,Rank]. The
+// base weights W stay frozen; a Trainer of a model with adapters updates A
+// and B only.
+type LoRA struct {
+	Rank  int     // r, the adapters' inner dimension (> 0)
+	Alpha float64 // lora_alpha: the adapters' output is scaled by Alpha/Rank (> 0)
+	// Targets names the adapted modules as PEFT's target_modules list does:
+	// a module is adapted when its name (model.layers.0.self_attn.q_proj,
+	// transformer.h.0.attn.c_attn, …) equals a target or ends with "." and
+	// the target. ["all-linear"] adapts every linear layer of the blocks
+	// (not the LM head).
+	Targets []string
+	// Pattern, instead of Targets, is a regular expression the whole module
+	// name must match: PEFT's target_modules given as one string.
+	Pattern string
+	// RSLoRA scales by Alpha/√Rank instead (PEFT's use_rslora).
+	RSLoRA bool
+}
+
+// AllLinear is the Targets entry that adapts every linear layer of the
+// blocks.
+const AllLinear = "all-linear"
+
+// scale is the factor of the adapters' output.
+func (c LoRA) scale() float64 {
+	if c.RSLoRA {
+		return c.Alpha / math.Sqrt(float64(c.Rank))
+	}
+	return c.Alpha / float64(c.Rank)
+}
+
+// Validate reports a rank or alpha out of range or an empty target list.
+func (c LoRA) Validate() error {
+	switch {
+	case c.Rank <= 0:
+		return fmt.Errorf("model: LoRA rank %d, want > 0", c.Rank)
+	case !(c.Alpha > 0) || math.IsInf(c.Alpha, 0):
+		return fmt.Errorf("model: LoRA alpha %v, want > 0", c.Alpha)
+	case len(c.Targets) == 0 && c.Pattern == "":
+		return fmt.Errorf("model: LoRA target modules: empty, want module names (q_proj, …) or %q", AllLinear)
+	case len(c.Targets) > 0 && c.Pattern != "":
+		return fmt.Errorf("model: LoRA target modules: both names %q and a pattern %q, want one of them", c.Targets, c.Pattern)
+	}
+	if c.Pattern != "" {
+		if _, err := regexp.Compile("^(?:" + c.Pattern + ")$"); err != nil {
+			return fmt.Errorf("model: LoRA target modules %q: not a regular expression: %v", c.Pattern, err)
+		}
+	}
+	return nil
+}
+
+// moduleKinds are the linear layers of a block, by family, in block order:
+// the name Hugging Face gives the module and the product (decoderLayer
+// field) whose output columns it makes.
+var moduleKinds = map[string][]struct{ name, proj string }{
+	"llama": {
+		{"self_attn.q_proj", "qkv"}, {"self_attn.k_proj", "qkv"}, {"self_attn.v_proj", "qkv"},
+		{"self_attn.o_proj", "out"},
+		{"mlp.gate_proj", "up"}, {"mlp.up_proj", "up"},
+		{"mlp.down_proj", "down"},
+	},
+	"gpt": {
+		{"attn.c_attn", "qkv"}, {"attn.c_proj", "out"}, {"mlp.c_fc", "up"}, {"mlp.c_proj", "down"},
+	},
+}
+
+// loraModule is one adapted linear layer: its Hugging Face module path, the
+// product it belongs to, and its place there: output columns [lo,hi) of
+// block layer's proj, whose input has in columns.
+type loraModule struct {
+	path   string
+	layer  int
+	proj   string // "qkv", "out", "up" or "down"
+	lo, hi int
+	in     int
+}
+
+// out is the module's number of outputs.
+func (mod loraModule) out() int { return mod.hi - mod.lo }
+
+// modulePath is the module's name in a Hugging Face model of c's
+// architecture (LlamaForCausalLM, Qwen2/3ForCausalLM, GPT2LMHeadModel).
+func (c Config) modulePath(layer int, name string) string {
+	if c.Family == "gpt" {
+		return fmt.Sprintf("transformer.h.%d.%s", layer, name)
+	}
+	return fmt.Sprintf("model.layers.%d.%s", layer, name)
+}
+
+// loraModules lists the modules of c that l targets, in block order, or an
+// error when none is.
+func (c Config) loraModules(l LoRA) ([]loraModule, error) {
+	match, err := l.matcher()
+	if err != nil {
+		return nil, err
+	}
+	d, dh, hid := c.Dim, c.HeadDim(), c.Hidden
+	q, kv := c.Heads*dh, c.KVHeads*dh
+	// The output columns and inputs of each module within its product.
+	span := map[string][3]int{
+		"self_attn.q_proj": {0, q, d}, "self_attn.k_proj": {q, q + kv, d}, "self_attn.v_proj": {q + kv, q + 2*kv, d},
+		"self_attn.o_proj": {0, d, q},
+		"mlp.gate_proj":    {0, hid, d}, "mlp.up_proj": {hid, 2 * hid, d},
+		"mlp.down_proj": {0, d, hid},
+		"attn.c_attn":   {0, 3 * d, d}, "attn.c_proj": {0, d, d}, "mlp.c_fc": {0, hid, d}, "mlp.c_proj": {0, d, hid},
+	}
+	var mods []loraModule
+	for layer := range c.Layers {
+		for _, k := range moduleKinds[c.Family] {
+			path := c.modulePath(layer, k.name)
+			if !match(path) {
+				continue
+			}
+			s := span[k.name]
+			mods = append(mods, loraModule{path: path, layer: layer, proj: k.proj, lo: s[0], hi: s[1], in: s[2]})
+		}
+	}
+	if len(mods) == 0 {
+		what := fmt.Sprintf("%q", l.Targets)
+		if l.Pattern != "" {
+			what = fmt.Sprintf("pattern %q", l.Pattern)
+		}
+		return nil, fmt.Errorf("model: LoRA target modules %s match no linear layer of this %s model (its blocks have %s)",
+			what, c.Family, strings.Join(moduleNames(c.Family), ", "))
+	}
+	return mods, nil
+}
+
+// moduleNames are the short names of a family's block modules.
+func moduleNames(family string) []string {
+	var names []string
+	for _, k := range moduleKinds[family] {
+		n := k.name[strings.LastIndex(k.name, ".")+1:]
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// matcher returns the test of a module path against l's targets.
+func (l LoRA) matcher() (func(string) bool, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if l.Pattern != "" {
+		return regexp.MustCompile("^(?:" + l.Pattern + ")$").MatchString, nil // checked by Validate
+	}
+	if slices.Contains(l.Targets, AllLinear) {
+		return func(string) bool { return true }, nil
+	}
+	return func(path string) bool {
+		for _, t := range l.Targets {
+			if path == t || strings.HasSuffix(path, "."+t) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+// PEFT's names of an adapter's tensors, under the model it wraps.
+const (
+	peftPrefix = "base_model.model."
+	loraASufix = ".lora_A.weight"
+	loraBSufix = ".lora_B.weight"
+)
+
+// adapters are a model's LoRA adapters: per module an A [r,in] and a B
+// [out,r], held flat on the host in the order of specs (the file layout).
+// The A matrices of the modules of one product (llama's q, k and v; gate
+// and up) are adjacent, so that the product's adapters take their input
+// in one product (see lowRank).
+type adapters struct {
+	cfg   LoRA
+	mods  []loraModule
+	specs []paramSpec
+	host  []float32
+}
+
+// adapterSpecs lists the adapters' tensors for mods: for each product of
+// each layer, the A of every module it adapts, then their B.
+func adapterSpecs(mods []loraModule, r int) []paramSpec {
+	linear := func(name string, out, in int) paramSpec {
+		return paramSpec{name: name, shape: []int{in, out}, decay: true, transposed: true}
+	}
+	var specs []paramSpec
+	for lo := 0; lo < len(mods); {
+		hi := lo + 1
+		for hi < len(mods) && mods[hi].layer == mods[lo].layer && mods[hi].proj == mods[lo].proj {
+			hi++
+		}
+		for _, mod := range mods[lo:hi] {
+			specs = append(specs, linear(peftPrefix+mod.path+loraASufix, r, mod.in))
+		}
+		for _, mod := range mods[lo:hi] {
+			specs = append(specs, linear(peftPrefix+mod.path+loraBSufix, mod.out(), r))
+		}
+		lo = hi
+	}
+	return specs
+}
+
+// newAdapters returns c's adapters for the model config, initialized as
+// PEFT does: A from the uniform distribution on ±1/√in (torch's
+// kaiming_uniform_ with a = √5) drawn from a generator seeded with seed,
+// B zero, so that the adapted model computes exactly what its base does.
+func (c Config) newAdapters(l LoRA, seed int64) (*adapters, error) {
+	mods, err := c.loraModules(l)
+	if err != nil {
+		return nil, err
+	}
+	ad := &adapters{cfg: l, mods: mods, specs: adapterSpecs(mods, l.Rank)}
+	_, total := flatLayout(ad.specs)
+	ad.host = make([]float32, total)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0x6c6f7261)) // "lora"
+	for i, v := range flatViews(ad.specs, ad.host) {
+		s := ad.specs[i]
+		if !strings.HasSuffix(s.name, loraASufix) {
+			continue
+		}
+		bound := 1 / math.Sqrt(float64(s.shape[0])) // shape is [in,r]
+		for j := range v {
+			v[j] = float32((2*rng.Float64() - 1) * bound)
+		}
+	}
+	return ad, nil
+}
+
+// AddLoRA gives m fresh adapters of configuration l (see newAdapters; seed
+// draws the A matrices), after which the base weights are frozen: a
+// Trainer of m updates the adapters only, Generate and Score run the
+// adapted model, and Base is the model without them. A model with adapters
+// runs on the native engine. m must be float32 and have none yet.
+func (m *Model) AddLoRA(l LoRA, seed int64) error {
+	if err := m.canAdapt(); err != nil {
+		return err
+	}
+	ad, err := m.cfg.newAdapters(l, seed)
+	if err != nil {
+		return err
+	}
+	m.setAdapters(ad)
+	return nil
+}
+
+// canAdapt reports why adapters cannot be added to m, if they cannot.
+func (m *Model) canAdapt() error {
+	if m.dtype != dtypes.Float32 {
+		return fmt.Errorf("model: LoRA adapters need a float32 model, not %s", m.dtype)
+	}
+	if m.lora != nil {
+		return fmt.Errorf("model: the model has LoRA adapters already")
+	}
+	return nil
+}
+
+// setAdapters installs ad and drops the decoder built without it.
+func (m *Model) setAdapters(ad *adapters) {
+	m.mu.Lock()
+	m.lora, m.dec = ad, nil
+	m.mu.Unlock()
+}
+
+// LoRA returns the configuration of m's adapters, if it has any.
+func (m *Model) LoRA() (LoRA, bool) {
+	if m.lora == nil {
+		return LoRA{}, false
+	}
+	return m.lora.cfg, true
+}
+
+// Base returns m without its adapters: a model sharing m's frozen base
+// weights (no copy), for instance the KL reference of a LoRA agent. It
+// returns m itself when m has no adapters.
+func (m *Model) Base() *Model {
+	if m.lora == nil {
+		return m
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	b := blankModel(m.backend, m.cfg, m.dtype)
+	b.engine, b.gen = m.engine, m.gen
+	if m.host != nil {
+		b.host = m.host
+	} else {
+		b.params = m.params
+	}
+	return b
+}
+
+// MergeLoRA folds m's adapters into its weights, W += scale·B·A per adapted
+// module (rounded once to float32), and drops them: m then computes what
+// it computed with them, within float32 rounding, with no adapters.
+func (m *Model) MergeLoRA() error {
+	if m.lora == nil {
+		return fmt.Errorf("model: merge: the model has no LoRA adapters")
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.host == nil {
+		m.host, m.params = flatFromTensors(m.specs, m.params), nil
+	}
+	w := map[string][]float32{}
+	for i, v := range flatViews(m.specs, m.host) {
+		w[m.specs[i].name] = v
+	}
+	ad := m.lora
+	av := map[string][]float32{}
+	for i, v := range flatViews(ad.specs, ad.host) {
+		av[ad.specs[i].name] = v
+	}
+	r, scale := ad.cfg.Rank, ad.cfg.scale()
+	for _, mod := range ad.mods {
+		a, b := av[peftPrefix+mod.path+loraASufix], av[peftPrefix+mod.path+loraBSufix]
+		W := w[strings.TrimPrefix(mod.path, "transformer.")+".weight"] // our GPT-2 names have no "transformer."
+		in, out := mod.in, mod.out()
+		linear := m.cfg.Family != "gpt" // Linear [out,in]; GPT-2's Conv1D is [in,out]
+		kernel.Parallel(out, 16, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				for i := range in {
+					var s float64
+					for k := range r {
+						s += float64(b[j*r+k]) * float64(a[k*in+i])
+					}
+					if linear {
+						W[j*in+i] = float32(float64(W[j*in+i]) + scale*s)
+					} else {
+						W[i*out+j] = float32(float64(W[i*out+j]) + scale*s)
+					}
+				}
+			}
+		})
+	}
+	m.lora, m.dec = nil, nil
+	return nil
+}

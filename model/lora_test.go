@@ -1,0 +1,336 @@
+package model
+
+import (
+	"context"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gomlx/compute/dtypes"
+)
+
+// loraCases are tiny models with the adapters that cover their products:
+// all of them, a part of a fused product, and GPT-2's fused attention.
+var loraCases = []struct {
+	model   string
+	targets []string
+}{
+	{"llama-gqa", []string{AllLinear}},
+	{"llama-gqa", []string{"q_proj", "v_proj", "up_proj"}},
+	{"qwen3-gqa", []string{AllLinear}},
+	{"qwen2-tied", []string{"k_proj", "o_proj", "gate_proj", "down_proj"}},
+	{"llama3-rope", []string{"self_attn.v_proj", "mlp.down_proj"}},
+	{"gpt-gelu", []string{AllLinear}},
+	{"gpt-tanh", []string{"c_attn", "c_fc"}},
+}
+
+// randomizeB gives m's B matrices random values, so that the adapters
+// change what the model computes (fresh ones are zero).
+func randomizeB(m *Model, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 5))
+	for i, v := range flatViews(m.lora.specs, m.lora.host) {
+		if strings.HasSuffix(m.lora.specs[i].name, loraBSufix) {
+			for j := range v {
+				v[j] = float32(0.3 * rng.NormFloat64())
+			}
+		}
+	}
+	m.dec = nil
+}
+
+func loraSeqs() ([]Sequence, [][]float32) {
+	seqs := []Sequence{{Prompt: []int{3, 1, 4}, Response: []int{1, 5, 9, 2}}, {Prompt: []int{6}, Response: []int{5, 3}},
+		{Prompt: []int{2, 7, 1, 8, 2}, Response: []int{8, 1, 8}}}
+	w := [][]float32{{0.3, -1, 0.5, 0.25}, {-0.7, 1}, {0.2, 0.4, -0.6}}
+	return seqs, w
+}
+
+// Fresh adapters (B = 0) leave the model's scores and samples exactly its
+// base's, as PEFT's initialization does.
+func TestLoRAStartsAtBase(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	for _, c := range loraCases {
+		base := newTiny(t, c.model, 3)
+		base.SetEngine(EngineNative)
+		m := newTiny(t, c.model, 3)
+		if err := m.AddLoRA(LoRA{Rank: 4, Alpha: 8, Targets: c.targets}, 1); err != nil {
+			t.Fatal(err)
+		}
+		want, err := base.Score(ctx, seqs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := m.Score(ctx, seqs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range seqs {
+			if !slices.Equal(got.LogProbs[i], want.LogProbs[i]) || !slices.Equal(got.Entropy[i], want.Entropy[i]) {
+				t.Fatalf("%s %v: sequence %d scores %v with fresh adapters, %v without", c.model, c.targets, i, got.LogProbs[i], want.LogProbs[i])
+			}
+		}
+		prompts := [][]int{{1, 2}, {3}, {4, 5, 6}}
+		opt := SampleOptions{MaxNewTokens: 6, Temperature: 1}
+		ws, err := base.Generate(ctx, prompts, opt, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs, err := m.Generate(ctx, prompts, opt, rand.New(rand.NewPCG(1, 2)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ws {
+			if !slices.Equal(gs[i].Tokens, ws[i].Tokens) || !slices.Equal(gs[i].LogProbs, ws[i].LogProbs) {
+				t.Fatalf("%s %v: sample %d is %v with fresh adapters, %v without", c.model, c.targets, i, gs[i].Tokens, ws[i].Tokens)
+			}
+		}
+	}
+}
+
+// mergedFloat64 returns a float64 copy of m's base with the adapters
+// merged in float64: the function the adapted float32 model computes,
+// evaluated precisely (on the graph engine).
+func mergedFloat64(t *testing.T, m *Model) *Model {
+	t.Helper()
+	m64, err := newModel(testBackend(t), m.cfg, 0, dtypes.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range m.specs {
+		m64.setParamValues(i, m.paramValues(i))
+	}
+	ad := m.lora
+	av := map[string][]float32{}
+	for i, v := range flatViews(ad.specs, ad.host) {
+		av[ad.specs[i].name] = v
+	}
+	index := map[string]int{}
+	for i, s := range m.specs {
+		index[s.name] = i
+	}
+	r, scale := ad.cfg.Rank, ad.cfg.scale()
+	for _, mod := range ad.mods {
+		a, b := av[peftPrefix+mod.path+loraASufix], av[peftPrefix+mod.path+loraBSufix]
+		i := index[strings.TrimPrefix(mod.path, "transformer.")+".weight"]
+		v := m64.paramValues(i) // the graph layout: [in,out]
+		out := m.specs[i].shape[1]
+		for j := range mod.out() {
+			for c := range mod.in {
+				s := 0.0
+				for k := range r {
+					s += float64(b[j*r+k]) * float64(a[k*mod.in+c])
+				}
+				v[c*out+j] += scale * s
+			}
+		}
+		m64.setParamValues(i, v)
+	}
+	return m64
+}
+
+func surrogate64(t *testing.T, m *Model, seqs []Sequence, w [][]float32) float64 {
+	t.Helper()
+	lp, _, err := m.score(context.Background(), seqs, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := 0.0
+	for i := range lp {
+		for j := range lp[i] {
+			s += float64(w[i][j]) * lp[i][j]
+		}
+	}
+	return s
+}
+
+// The native engine's adapter gradients match central finite differences of
+// the surrogate Σ w·lp, taken in float64 on the merged model.
+func TestLoRAGradientsFiniteDifferences(t *testing.T) {
+	ctx := context.Background()
+	seqs, w := loraSeqs()
+	for _, c := range loraCases {
+		m := newTiny(t, c.model, 5)
+		if err := m.AddLoRA(LoRA{Rank: 3, Alpha: 6, Targets: c.targets}, 2); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 9)
+		tr, err := NewTrainer(m, OptimizerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+			t.Fatal(err)
+		}
+		grads := flatViews(m.lora.specs, tr.hostAcc)
+		rng := rand.New(rand.NewPCG(5, 5))
+		for i, s := range m.lora.specs {
+			v := flatViews(m.lora.specs, m.lora.host)[i]
+			for range 2 {
+				j := rng.IntN(len(v))
+				orig := v[j]
+				const h = 1e-3
+				v[j] = orig + h
+				up := surrogate64(t, mergedFloat64(t, m), seqs, w)
+				v[j] = orig - h
+				down := surrogate64(t, mergedFloat64(t, m), seqs, w)
+				v[j] = orig
+				// The perturbed values are float32: divide by their actual distance.
+				fd := (up - down) / (float64(orig+h) - float64(orig-h))
+				if got := float64(grads[i][j]); math.Abs(fd-got) > 2e-4+2e-3*math.Abs(fd) {
+					t.Errorf("%s %v: d/d %s[%d]: native %.7g, finite difference %.7g", c.model, c.targets, s.name, j, got, fd)
+				}
+			}
+		}
+	}
+}
+
+// A trainer of a model with adapters updates the adapters only: the base
+// weights, and Base's scores, stay what they were.
+func TestLoRATrainsAdaptersOnly(t *testing.T) {
+	ctx := context.Background()
+	seqs, w := loraSeqs()
+	for _, c := range loraCases {
+		m := newTiny(t, c.model, 7)
+		before := m.allParams()
+		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: c.targets}, 3); err != nil {
+			t.Fatal(err)
+		}
+		base := m.Base()
+		want, err := base.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 0.05, WeightDecay: 0.1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err := m.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Apply(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after, err := m.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slices.Equal(after.LogProbs[0], first.LogProbs[0]) {
+			t.Errorf("%s %v: three steps left the adapted model's scores unchanged", c.model, c.targets)
+		}
+		for i, p := range m.allParams() {
+			if !slices.Equal(p, before[i]) {
+				t.Fatalf("%s %v: base parameter %s changed in training", c.model, c.targets, m.specs[i].name)
+			}
+		}
+		got, err := base.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range seqs {
+			if !slices.Equal(got.LogProbs[i], want.LogProbs[i]) {
+				t.Fatalf("%s %v: Base scores changed in training", c.model, c.targets)
+			}
+		}
+	}
+}
+
+// MergeLoRA folds the adapters into the weights: the merged model scores
+// what the adapted one did, within float32 rounding.
+func TestMergeLoRA(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	for _, c := range loraCases {
+		m := newTiny(t, c.model, 11)
+		if err := m.AddLoRA(LoRA{Rank: 4, Alpha: 16, Targets: c.targets}, 4); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 12)
+		want, err := m.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, err := m.Base().Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.MergeLoRA(); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := m.LoRA(); ok {
+			t.Fatal("the merged model still has adapters")
+		}
+		got, err := m.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		moved := 0.0
+		for i := range seqs {
+			for j := range want.LogProbs[i] {
+				if d := math.Abs(float64(got.LogProbs[i][j] - want.LogProbs[i][j])); d > 1e-5 {
+					t.Errorf("%s %v: merged log-prob [%d][%d] = %v, adapted %v", c.model, c.targets, i, j, got.LogProbs[i][j], want.LogProbs[i][j])
+				}
+				moved = math.Max(moved, math.Abs(float64(want.LogProbs[i][j]-base.LogProbs[i][j])))
+			}
+		}
+		if moved < 1e-3 {
+			t.Errorf("%s %v: the adapters moved the log-probs by only %g: the test would not see a merge that dropped them", c.model, c.targets, moved)
+		}
+	}
+}
+
+// Targets select modules as PEFT's target_modules do.
+func TestLoRATargets(t *testing.T) {
+	for _, c := range []struct {
+		model   string
+		targets []string
+		pattern string
+		want    []string // the modules of layer 0
+		err     string
+	}{
+		{"llama-gqa", []string{AllLinear}, "", []string{"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"}, ""},
+		{"llama-gqa", []string{"v_proj", "q_proj"}, "", []string{"self_attn.q_proj", "self_attn.v_proj"}, ""},
+		{"llama-gqa", []string{"mlp.up_proj"}, "", []string{"mlp.up_proj"}, ""},
+		{"llama-gqa", nil, `.*\.(q|v)_proj`, []string{"self_attn.q_proj", "self_attn.v_proj"}, ""},
+		{"gpt-gelu", []string{"c_proj"}, "", []string{"attn.c_proj", "mlp.c_proj"}, ""},
+		{"gpt-gelu", []string{AllLinear}, "", []string{"attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj"}, ""},
+		{"gpt-gelu", []string{"q_proj"}, "", nil, "match no linear layer"},
+		{"llama-gqa", []string{"lm_head"}, "", nil, "match no linear layer"},
+		{"llama-gqa", []string{"proj"}, "", nil, "match no linear layer"},
+		{"llama-gqa", nil, "", nil, "empty"},
+		{"llama-gqa", []string{"q_proj"}, "q_proj", nil, "both"},
+		{"llama-gqa", nil, "(q_proj", nil, "regular expression"},
+	} {
+		cfg := tinyConfigs[c.model].Normalized()
+		mods, err := cfg.loraModules(LoRA{Rank: 2, Alpha: 2, Targets: c.targets, Pattern: c.pattern})
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s %q: error %v, want one containing %q", c.model, c.targets, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %q: %v", c.model, c.targets, err)
+		}
+		var got []string
+		for _, mod := range mods {
+			if mod.layer == 0 {
+				got = append(got, strings.TrimPrefix(strings.TrimPrefix(mod.path, "model.layers.0."), "transformer.h.0."))
+			}
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s %q: layer 0 modules %q, want %q", c.model, c.targets, got, c.want)
+		}
+		if len(mods) != len(got)*cfg.Layers {
+			t.Errorf("%s %q: %d modules over %d layers, want %d per layer", c.model, c.targets, len(mods), cfg.Layers, len(got))
+		}
+	}
+}

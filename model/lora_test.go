@@ -2,13 +2,19 @@ package model
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gomlx/compute/dtypes"
+
+	"github.com/hacrl/hacrl/safetensors"
 )
 
 // loraCases are tiny models with the adapters that cover their products:
@@ -331,6 +337,143 @@ func TestLoRATargets(t *testing.T) {
 		}
 		if len(mods) != len(got)*cfg.Layers {
 			t.Errorf("%s %q: %d modules over %d layers, want %d per layer", c.model, c.targets, len(mods), cfg.Layers, len(got))
+		}
+	}
+}
+
+// Adapters saved in PEFT's layout load back onto the base bit for bit, under
+// PEFT's names and config fields.
+func TestAdapterFilesRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	for _, c := range loraCases {
+		m := newTiny(t, c.model, 13)
+		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 5, Targets: c.targets}, 6); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 14)
+		dir := t.TempDir()
+		if err := m.SaveAdapters(dir, "org/base-model"); err != nil {
+			t.Fatal(err)
+		}
+		// The config as PEFT reads it.
+		var cfg map[string]any
+		data, err := os.ReadFile(filepath.Join(dir, AdapterConfigFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		for k, want := range map[string]any{"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": 2.0, "lora_alpha": 5.0,
+			"lora_dropout": 0.0, "bias": "none", "base_model_name_or_path": "org/base-model", "use_rslora": false,
+			"use_dora": false, "modules_to_save": nil, "fan_in_fan_out": tinyConfigs[c.model].Family == "gpt"} {
+			if cfg[k] != want {
+				t.Errorf("%s: adapter_config.json %s = %v, want %v", c.model, k, cfg[k], want)
+			}
+		}
+		// The tensors: PEFT's names and shapes, A [r,in] and B [out,r].
+		st, _, err := safetensors.Read(filepath.Join(dir, AdapterWeightsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st) != 2*len(m.lora.mods) {
+			t.Errorf("%s: %d tensors for %d modules", c.model, len(st), len(m.lora.mods))
+		}
+		for _, mod := range m.lora.mods {
+			for name, shape := range map[string][]int{
+				"base_model.model." + mod.path + ".lora_A.weight": {2, mod.in},
+				"base_model.model." + mod.path + ".lora_B.weight": {mod.out(), 2},
+			} {
+				if got, ok := st[name]; !ok || !slices.Equal(got.Shape, shape) || got.DType != "F32" {
+					t.Errorf("%s: tensor %s: %v (present %v), want F32 %v", c.model, name, got.Shape, ok, shape)
+				}
+			}
+		}
+		want, err := m.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := newTiny(t, c.model, 13)
+		if err := back.LoadAdapters(dir); err != nil {
+			t.Fatal(err)
+		}
+		got, err := back.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range seqs {
+			if !slices.Equal(got.LogProbs[i], want.LogProbs[i]) {
+				t.Fatalf("%s %v: reloaded adapters score %v, saved %v", c.model, c.targets, got.LogProbs[i], want.LogProbs[i])
+			}
+		}
+	}
+}
+
+// A PEFT adapter hacrl cannot load faithfully is refused, naming the file
+// and what is wrong.
+func TestAdapterFilesRefused(t *testing.T) {
+	m := newTiny(t, "llama-gqa", 1)
+	if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "v_proj"}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	good := t.TempDir()
+	if err := m.SaveAdapters(good, ""); err != nil {
+		t.Fatal(err)
+	}
+	cfgData, _ := os.ReadFile(filepath.Join(good, AdapterConfigFile))
+	st, _, err := safetensors.Read(filepath.Join(good, AdapterWeightsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		config func(map[string]any)
+		edit   func(map[string]safetensors.Tensor)
+		want   string
+	}{
+		{name: "dora", config: func(c map[string]any) { c["use_dora"] = true }, want: "use_dora"},
+		{name: "bias", config: func(c map[string]any) { c["bias"] = "lora_only" }, want: "bias"},
+		{name: "modules_to_save", config: func(c map[string]any) { c["modules_to_save"] = []string{"lm_head"} }, want: "modules_to_save"},
+		{name: "rank_pattern", config: func(c map[string]any) { c["rank_pattern"] = map[string]int{"q_proj": 4} }, want: "rank_pattern"},
+		{name: "peft_type", config: func(c map[string]any) { c["peft_type"] = "IA3" }, want: "peft_type"},
+		{name: "rank", config: func(c map[string]any) { c["r"] = 0 }, want: "rank 0"},
+		{name: "targets", config: func(c map[string]any) { c["target_modules"] = 7 }, want: "target_modules"},
+		{name: "fewer targets", config: func(c map[string]any) { c["target_modules"] = []string{"q_proj"} }, want: "is not one of this adapter's"},
+		{name: "more targets", config: func(c map[string]any) { c["target_modules"] = []string{"q_proj", "v_proj", "o_proj"} }, want: "missing"},
+		{name: "wrong rank", config: func(c map[string]any) { c["r"] = 3 }, want: "shape"},
+		{name: "extra tensor", edit: func(s map[string]safetensors.Tensor) {
+			s["base_model.model.lm_head.weight"] = safetensors.FromFloat32([]int{1}, []float32{1})
+		}, want: `"base_model.model.lm_head.weight" is not one of this adapter's`},
+		{name: "missing B", edit: func(s map[string]safetensors.Tensor) {
+			delete(s, "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight")
+		}, want: "lora_B.weight\" is missing"},
+		{name: "NaN", edit: func(s map[string]safetensors.Tensor) {
+			s["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"] = safetensors.FromFloat32([]int{2, 16}, append([]float32{float32(math.NaN())}, make([]float32, 31)...))
+		}, want: "finite"},
+	} {
+		dir := t.TempDir()
+		var cfg map[string]any
+		if err := json.Unmarshal(cfgData, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if c.config != nil {
+			c.config(cfg)
+		}
+		data, _ := json.Marshal(cfg)
+		if err := os.WriteFile(filepath.Join(dir, AdapterConfigFile), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		tensors := maps.Clone(st)
+		if c.edit != nil {
+			c.edit(tensors)
+		}
+		if err := safetensors.Write(filepath.Join(dir, AdapterWeightsFile), tensors, nil); err != nil {
+			t.Fatal(err)
+		}
+		err := newTiny(t, "llama-gqa", 1).LoadAdapters(dir)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: LoadAdapters: %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
 }

@@ -110,13 +110,19 @@ func (m *Model) NumParams() int64 {
 	return n
 }
 
-// Clone returns an independent copy of the model with the same weights and
-// engine, for instance the frozen reference model of a KL penalty.
+// Clone returns an independent copy of the model with the same weights,
+// adapters and engine, for instance the frozen reference model of a KL
+// penalty.
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
 	c.engine, c.gen = m.engine, m.gen
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	if m.lora != nil {
+		ad := *m.lora
+		ad.host = append([]float32(nil), m.lora.host...)
+		c.lora = &ad
+	}
 	if m.host != nil {
 		c.host = append([]float32(nil), m.host...)
 		return c, nil

@@ -31,8 +31,8 @@ type Saved struct {
 	Dir     string // where agent.json was looked for
 	Base    string // the model directory the weights load from
 	Adapter string // the LoRA adapter loaded onto Base; "" for none
-	Meta    Meta // agent.json, or the defaults of a checkpoint without one
-	HasMeta bool // dir has an agent.json
+	Meta    Meta   // agent.json, or the defaults of a checkpoint without one
+	HasMeta bool   // dir has an agent.json
 	TokPath string
 	Tok     tokenizer.Tokenizer
 	// Template is the saved template with the choice applied, ready to

@@ -58,7 +58,7 @@ func TestAdapterCommands(t *testing.T) {
 		agent   string
 		targets []string
 	}{
-		{lookAgents[0], []string{model.AllLinear}},                // gpt-2: fused c_attn, Conv1D layout
+		{lookAgents[0], []string{model.AllLinear}},                 // gpt-2: fused c_attn, Conv1D layout
 		{lookAgents[1], []string{"q_proj", "v_proj", "down_proj"}}, // llama
 	} {
 		t.Run(filepath.Base(c.agent), func(t *testing.T) {

@@ -334,6 +334,72 @@ type Agent struct {
 	Optimizer Optimizer `yaml:"optimizer,omitempty" json:"optimizer,omitempty"`
 	// Sampling are the agent's rollout sampling settings.
 	Sampling Sampling `yaml:"sampling,omitempty" json:"sampling,omitempty"`
+	// LoRA, when given, trains low-rank adapters on the agent's frozen
+	// weights instead of the weights themselves (as PEFT's LoraConfig); the
+	// frozen base is the agent's KL reference, and checkpoints and
+	// OUT/final/<agent> hold the adapters in PEFT's layout.
+	LoRA *LoRA `yaml:"lora,omitempty" json:"lora,omitempty"`
+}
+
+// LoRA configures an agent's low-rank adapters (Hu et al., 2021): a targeted
+// linear layer y = x·Wᵀ becomes y = x·Wᵀ + (alpha/rank)·x·Aᵀ·Bᵀ, with A
+// drawn at random and B zero (so step 0 is the base model), and only A and
+// B trained.
+type LoRA struct {
+	// Rank is r, the adapters' inner dimension (> 0; 8–64 is usual).
+	Rank int `yaml:"rank,omitempty" json:"rank,omitempty"`
+	// Alpha is lora_alpha: the adapters' output is scaled by alpha/rank
+	// (> 0). The default 2·rank is the common choice for fine-tuning;
+	// PEFT's own default is lora_alpha 8 whatever r is.
+	Alpha float64 `yaml:"alpha,omitempty" json:"alpha,omitempty" derived:"2·rank"`
+	// Dropout is lora_dropout; it must be 0: dropout on the adapters' input
+	// is not implemented (PEFT's default, 0.05, would change results, so it
+	// is not accepted silently).
+	Dropout float64 `yaml:"dropout,omitempty" json:"dropout,omitempty"`
+	// TargetModules are the adapted linear layers of every block, by module
+	// name as in PEFT's target_modules: a list of q_proj, k_proj, v_proj,
+	// o_proj, gate_proj, up_proj, down_proj (llama, qwen2, qwen3) or c_attn,
+	// c_proj, c_fc (gpt), or full module paths (model.layers.0.mlp.up_proj);
+	// or the string all-linear, every linear layer of the blocks (not the
+	// LM head).
+	TargetModules Modules `yaml:"target_modules,omitempty" json:"target_modules,omitempty" derived:"all-linear"`
+	// UseRSLoRA scales by alpha/√rank instead of alpha/rank (rank-stabilised
+	// LoRA, PEFT's use_rslora).
+	UseRSLoRA bool `yaml:"use_rslora,omitempty" json:"use_rslora,omitempty"`
+}
+
+// AllLinear is the target_modules value that adapts every linear layer of
+// the blocks.
+const AllLinear = "all-linear"
+
+// LoRAModules are the short module names target_modules may list.
+var LoRAModules = []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "c_attn", "c_proj", "c_fc"}
+
+// Modules is a target_modules list. In YAML it is a list of names or the
+// single string all-linear (read as the list [all-linear]).
+type Modules []string
+
+// UnmarshalYAML reads a list of names or the string all-linear.
+func (m *Modules) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Value != AllLinear {
+			return fmt.Errorf("must be a list of module names or %s, got %q", AllLinear, n.Value)
+		}
+		*m = Modules{AllLinear}
+		return nil
+	case yaml.SequenceNode:
+		var names []string
+		if err := n.Decode(&names); err != nil {
+			return fmt.Errorf("must be a list of module names or %s: %v", AllLinear, err)
+		}
+		if len(names) == 0 {
+			return fmt.Errorf("must not be empty; leave the key out for the default (%s)", AllLinear)
+		}
+		*m = names
+		return nil
+	}
+	return fmt.Errorf("must be a list of module names or %s", AllLinear)
 }
 
 // NewModel describes a freshly initialised model.
@@ -613,6 +679,14 @@ func (c *Config) applyDefaults() {
 		if a.Model != nil {
 			a.Model.applyDefaults()
 		}
+		if l := a.LoRA; l != nil {
+			if l.Alpha == 0 {
+				l.Alpha = 2 * float64(l.Rank)
+			}
+			if len(l.TargetModules) == 0 {
+				l.TargetModules = Modules{AllLinear}
+			}
+		}
 	}
 }
 
@@ -751,6 +825,9 @@ func (c *Config) validate(lines map[string]int) error {
 		}
 		if s.MaxNewTokens <= 0 {
 			bad(p+".sampling.max_new_tokens", "must be > 0, got %d", s.MaxNewTokens)
+		}
+		if a.LoRA != nil {
+			validateLoRA(p+".lora", a.LoRA, bad)
 		}
 	}
 	switch c.Method.Capability {
@@ -919,6 +996,30 @@ func validateLlamaOptions(path string, m *NewModel, bad badFunc) {
 			bad(p+".high_freq_factor", "must be > low_freq_factor (%g), got %g", s.LowFreqFactor, s.HighFreqFactor)
 		case s.OriginalMaxPositionEmbeddings <= 0:
 			bad(p+".original_max_position_embeddings", "must be > 0, got %d", s.OriginalMaxPositionEmbeddings)
+		}
+	}
+}
+
+// validateLoRA checks an agent's lora section with defaults applied.
+func validateLoRA(path string, l *LoRA, bad badFunc) {
+	if l.Rank <= 0 {
+		bad(path+".rank", "must be > 0, got %d", l.Rank)
+	}
+	if !(l.Alpha > 0) {
+		bad(path+".alpha", "must be > 0, got %g", l.Alpha)
+	}
+	if l.Dropout != 0 {
+		bad(path+".dropout", "must be 0 (adapter dropout is not implemented), got %g", l.Dropout)
+	}
+	for i, name := range l.TargetModules {
+		switch {
+		case name == AllLinear && len(l.TargetModules) > 1:
+			bad(fmt.Sprintf("%s.target_modules[%d]", path, i), "%s adapts every linear layer: give it alone, not in a list with others", AllLinear)
+		case name == AllLinear, slices.Contains(LoRAModules, name):
+		case strings.Contains(name, "."): // a full module path, checked against the model when it loads
+		default:
+			bad(fmt.Sprintf("%s.target_modules[%d]", path, i), "must be one of %s, a full module path, or %s, got %q",
+				strings.Join(LoRAModules, ", "), AllLinear, name)
 		}
 	}
 }

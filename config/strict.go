@@ -30,6 +30,15 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) 
 	if n.Kind == yaml.AliasNode {
 		return checkKeys(n.Alias, t, path, lines)
 	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) { // a type that reads itself (Modules)
+		if n.Tag == "!!null" {
+			return nil
+		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return fmt.Errorf("%s (line %d): %v", orRoot(path), n.Line, err)
+		}
+		return nil
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
@@ -97,6 +106,8 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) 
 	}
 	return nil
 }
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // checkScalar decodes a scalar alone, so that a type error names its path.
 // yaml.v3 would truncate 2.5 into an int field and accept .nan and .inf into

@@ -31,6 +31,11 @@ type Agent struct {
 	// Task is the generated task the agent trains on (nil for datasets),
 	// recorded in agent.json so evaluation can find the held-out split.
 	Task *config.Task
+	// BaseDir is the checkpoint a LoRA agent's adapters belong to (an
+	// absolute path; "" for an agent without adapters, or for a new model
+	// whose base the run has not saved yet): base_model_name_or_path of
+	// the adapter files it saves.
+	BaseDir string
 
 	// tokConfig is the tokenizer_config.json found beside the agent's
 	// tokenizer.json (nil when there is none), saved with the agent so that
@@ -140,6 +145,12 @@ func (a *Agent) MaxResponse() int { return a.Sampling.MaxNewTokens }
 // is compiled from the tokenizer_config.json beside the tokenizer); log receives
 // notes for the user.
 func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func(string)) (*Agent, error) {
+	return newAgent(b, i, ac, 0, withRef, log)
+}
+
+// newAgent is loadAgent for an agent whose LoRA adapters, if its config has
+// a lora section, draw their initial A matrices with loraSeed.
+func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef bool, log func(string)) (*Agent, error) {
 	config.FillDefaults(&ac) // a config built in code, not parsed
 	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
 	tmpl, note, err := AgentTemplate(ac.Template, ac.Checkpoint)
@@ -151,6 +162,10 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 	}
 	tokPath := ac.Tokenizer
 	if ac.Checkpoint != "" {
+		if model.IsAdapterDir(ac.Checkpoint) {
+			return nil, fmt.Errorf("agent %s: checkpoint %s is a LoRA adapter (%s), not a model: merge it into its base first (hacrl merge)",
+				ac.Name, ac.Checkpoint, model.AdapterConfigFile)
+		}
 		m, err := model.Load(b, ac.Checkpoint)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
@@ -194,6 +209,11 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 	if len(a.Sampling.Stop) == 0 {
 		return nil, fmt.Errorf("agent %s: tokenizer %s has no EOS token to end responses with", ac.Name, tokPath)
 	}
+	if ac.LoRA != nil {
+		if err := a.addLoRA(ac, loraSeed); err != nil {
+			return nil, err
+		}
+	}
 	if withRef {
 		ref, err := a.Model.Clone()
 		if err != nil {
@@ -207,6 +227,34 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 	}
 	a.Trainer = tr
 	return a, nil
+}
+
+// addLoRA gives the agent fresh adapters of its config's lora section, A
+// drawn with seed; its trainer, made after, updates them only.
+func (a *Agent) addLoRA(ac config.Agent, seed int64) error {
+	if err := a.Model.AddLoRA(loraConfig(ac.LoRA), seed); err != nil {
+		return fmt.Errorf("agent %s: lora: %w", ac.Name, err)
+	}
+	if ac.Checkpoint != "" {
+		abs, err := filepath.Abs(ac.Checkpoint)
+		if err != nil {
+			return fmt.Errorf("agent %s: %w", ac.Name, err)
+		}
+		a.BaseDir = abs
+	}
+	return nil
+}
+
+// loraConfig is the engine's form of a config's lora section (defaults
+// applied).
+func loraConfig(l *config.LoRA) model.LoRA {
+	return model.LoRA{Rank: l.Rank, Alpha: l.Alpha, Targets: slices.Clone(l.TargetModules), RSLoRA: l.UseRSLoRA}
+}
+
+// isLoRA reports whether the agent trains LoRA adapters.
+func (a *Agent) isLoRA() bool {
+	_, ok := a.Model.LoRA()
+	return ok
 }
 
 // CheckVocab reports a tokenizer with more tokens than the model has
@@ -268,12 +316,17 @@ func ropeScaling(s *config.RopeScaling) *model.RopeScaling {
 }
 
 // saveAgent writes the agent's model, tokenizer and optimizer state into dir
-// (which the caller renames into place).
+// (which the caller renames into place). A LoRA agent's model is its
+// adapters (Model.SaveAdapters), and its optimizer state theirs.
 func saveAgent(a *Agent, dir string, exact bool) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := a.Model.SaveWith(dir, model.SaveOptions{Exact: exact}); err != nil {
+	save := func() error { return a.Model.SaveWith(dir, model.SaveOptions{Exact: exact}) }
+	if a.isLoRA() { // the adapters alone, in PEFT's layout: the base is a.BaseDir
+		save = func() error { return a.Model.SaveAdapters(dir, a.BaseDir) }
+	}
+	if err := save(); err != nil {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
 	if err := a.Tok.Save(filepath.Join(dir, "tokenizer.json")); err != nil {

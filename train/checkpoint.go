@@ -258,7 +258,7 @@ func (r *Run) readCheckpoint(dir string) (*loaded, error) {
 	}
 	for _, a := range r.agents {
 		ad := filepath.Join(dir, "agents", a.Name)
-		m, err := model.Load(r.backend, ad)
+		m, err := loadCheckpointModel(r.backend, a, ad)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", a.Name, err)
 		}
@@ -276,6 +276,20 @@ func (r *Run) readCheckpoint(dir string) (*loaded, error) {
 		return nil, fmt.Errorf("%s: capability: %w", path, err)
 	}
 	return l, nil
+}
+
+// loadCheckpointModel reads agent a's model from its directory ad in a
+// checkpoint: the whole model, or for a LoRA agent the saved adapters on
+// a's frozen base (shared, not copied: the base never changes in training).
+func loadCheckpointModel(b compute.Backend, a *Agent, ad string) (*model.Model, error) {
+	if !a.isLoRA() {
+		return model.Load(b, ad)
+	}
+	m := a.Model.Base()
+	if err := m.LoadAdapters(ad); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // checkIdentity checks that a checkpoint was written by this run's config:
@@ -349,6 +363,10 @@ func (r *Run) setAsideDamaged() error {
 // run's setup has succeeded) so a resumed run uses the same.
 func (r *Run) setupReferences(b compute.Backend, resumed bool) error {
 	for _, a := range r.agents {
+		if a.isLoRA() { // the frozen base is the reference: no copy, nothing saved
+			a.Ref = a.Model.Base()
+			continue
+		}
 		dir := filepath.Join(r.cfg.Out, "reference", a.Name)
 		if resumed {
 			if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
@@ -370,12 +388,49 @@ func (r *Run) setupReferences(b compute.Backend, resumed bool) error {
 	return nil
 }
 
-// saveReferences writes the reference models of a new run.
+// saveReferences writes the reference models of a new run (a LoRA agent's
+// is its base, which needs no copy).
 func (r *Run) saveReferences() error {
 	for _, a := range r.agents {
+		if a.isLoRA() {
+			continue
+		}
 		dir := filepath.Join(r.cfg.Out, "reference", a.Name)
 		if err := writeDirAtomic(dir, a.Ref.Save); err != nil {
 			return fmt.Errorf("reference model of %s: %w", a.Name, err)
+		}
+	}
+	return nil
+}
+
+// baseDir is where a run saves the base of a LoRA agent made from a new
+// model (a checkpoint's base is the checkpoint itself).
+func baseDir(out, agent string) string { return filepath.Join(out, "base", agent) }
+
+// saveBases writes, once, the base of every LoRA agent made from a new
+// model into baseDir, with the agent's tokenizer, so that its adapter files
+// (whose base_model_name_or_path names it) load in hacrl eval, generate,
+// score and merge, and in PEFT.
+func (r *Run) saveBases() error {
+	for i, a := range r.agents {
+		dir := baseDir(r.cfg.Out, a.Name)
+		if !a.isLoRA() || r.cfg.Agents[i].Checkpoint != "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+			continue
+		}
+		err := writeDirAtomic(dir, func(tmp string) error {
+			if err := a.Model.Base().Save(tmp); err != nil {
+				return err
+			}
+			if err := a.Tok.Save(filepath.Join(tmp, "tokenizer.json")); err != nil {
+				return err
+			}
+			return saveTemplateFiles(a, tmp)
+		})
+		if err != nil {
+			return fmt.Errorf("base model of %s: %w", a.Name, err)
 		}
 	}
 	return nil

@@ -197,11 +197,16 @@ func (r *Run) buildInputs() error {
 func (r *Run) loadAgents(resume bool) (*loaded, error) {
 	cfg := r.cfg
 	for i, ac := range cfg.Agents {
-		a, err := loadAgent(r.backend, i, ac, false, r.obs.Log)
+		a, err := newAgent(r.backend, i, ac, r.rng(0, i, "lora").Int64(), false, r.obs.Log)
 		if err != nil {
 			return nil, err
 		}
 		a.Task = cfg.Task
+		if a.isLoRA() && a.BaseDir == "" { // a new model's base: saved by claimOut
+			if a.BaseDir, err = filepath.Abs(baseDir(cfg.Out, a.Name)); err != nil {
+				return nil, err
+			}
+		}
 		r.agents = append(r.agents, a)
 	}
 	var ckpt *loaded
@@ -265,6 +270,9 @@ func (r *Run) claimOut(overwrite, resumed bool) error {
 		if err := r.saveReferences(); err != nil {
 			return err
 		}
+	}
+	if err := r.saveBases(); err != nil {
+		return err
 	}
 	if err := writeResolvedConfig(cfg); err != nil {
 		return err

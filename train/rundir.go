@@ -29,7 +29,7 @@ import (
 // a directory with other files was not written by hacrl, and deleting it is
 // left to the user. A new kind of output at the top of OUT needs a line here.
 var runEntries = []string{
-	"metrics.jsonl", "config.yaml", "tb", "checkpoints", "final", "reference",
+	"metrics.jsonl", "config.yaml", "tb", "checkpoints", "final", "reference", "base",
 	"plots", "rollouts",
 	"cell.yaml", "train.log", "done.json",
 	runlock.FileName,

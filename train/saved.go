@@ -1,8 +1,11 @@
 package train
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 
 	"github.com/gomlx/compute"
@@ -20,11 +23,16 @@ type TemplateChoice struct {
 }
 
 // Saved is a saved agent's tokenizer and prompt template, read without its
-// weights (Agent loads them).
+// weights (Agent loads them). A LoRA agent is a base model plus an adapter
+// directory (model.IsAdapterDir): its tokenizer and agent.json are the
+// adapter's when it has them (as the final agents of a run do), else the
+// base's.
 type Saved struct {
-	Dir     string
-	Meta    Meta // agent.json, or the defaults of a checkpoint without one
-	HasMeta bool // dir has an agent.json
+	Dir     string // where agent.json was looked for
+	Base    string // the model directory the weights load from
+	Adapter string // the LoRA adapter loaded onto Base; "" for none
+	Meta    Meta   // agent.json, or the defaults of a checkpoint without one
+	HasMeta bool   // dir has an agent.json
 	TokPath string
 	Tok     tokenizer.Tokenizer
 	// Template is the saved template with the choice applied, ready to
@@ -35,12 +43,73 @@ type Saved struct {
 // LoadSaved reads the agent.json and tokenizer of checkpoint dir and
 // prepares its template with c applied. Saved vars carry over only while
 // the kind stays hf; vars given for another kind are an error.
+// A dir that is a LoRA adapter loads onto the base its adapter_config.json
+// names (see LoadSavedAdapter).
 func LoadSaved(dir string, c TemplateChoice) (*Saved, error) {
-	meta, found, err := readMeta(dir)
+	if model.IsAdapterDir(dir) {
+		return LoadSavedAdapter("", dir, c)
+	}
+	return loadSaved(dir, dir, dir, "", c)
+}
+
+// LoadSavedAdapter is LoadSaved for the LoRA adapter in directory adapter
+// on the model in directory base; base "" takes the adapter's
+// base_model_name_or_path (a path, as a run's final agents record it).
+func LoadSavedAdapter(base, adapter string, c TemplateChoice) (*Saved, error) {
+	if !model.IsAdapterDir(adapter) {
+		return nil, fmt.Errorf("%s is not a LoRA adapter: it has no %s", adapter, model.AdapterConfigFile)
+	}
+	base, err := AdapterBase(base, adapter)
 	if err != nil {
 		return nil, err
 	}
-	s := &Saved{Dir: dir, Meta: meta, HasMeta: found, TokPath: filepath.Join(dir, "tokenizer.json")}
+	metaDir, tokDir := base, base
+	if _, err := os.Stat(filepath.Join(adapter, "agent.json")); err == nil {
+		metaDir = adapter
+	}
+	if _, err := os.Stat(filepath.Join(adapter, "tokenizer.json")); err == nil {
+		tokDir = adapter
+	}
+	return loadSaved(metaDir, tokDir, base, adapter, c)
+}
+
+// AdapterBase is the base model directory of the LoRA adapter in directory
+// adapter: base when given, else the adapter's base_model_name_or_path. It
+// must be a model directory (config.json), not another adapter.
+func AdapterBase(base, adapter string) (string, error) {
+	if base == "" {
+		_, named, err := model.ReadAdapterConfig(adapter)
+		if err != nil {
+			return "", err
+		}
+		if named == "" {
+			return "", fmt.Errorf("adapter %s names no base model (base_model_name_or_path in %s): give its base (--base DIR)", adapter, model.AdapterConfigFile)
+		}
+		if _, err := os.Stat(filepath.Join(named, "config.json")); err != nil {
+			return "", fmt.Errorf("adapter %s: its base %q (base_model_name_or_path in %s) is not a model directory here: give its base (--base DIR)", adapter, named, model.AdapterConfigFile)
+		}
+		return named, nil
+	}
+	if model.IsAdapterDir(base) {
+		return "", fmt.Errorf("base %s is a LoRA adapter, not a model", base)
+	}
+	if _, err := os.Stat(filepath.Join(base, "config.json")); err != nil {
+		return "", fmt.Errorf("base %s is not a model directory: %w", base, err)
+	}
+	return base, nil
+}
+
+// loadSaved reads agent.json from metaDir and the tokenizer from tokDir;
+// the weights are those of base, with adapter ("" for none) on them.
+func loadSaved(metaDir, tokDir, base, adapter string, c TemplateChoice) (*Saved, error) {
+	meta, found, err := readMeta(metaDir)
+	if err != nil {
+		return nil, err
+	}
+	if !found && adapter != "" {
+		meta.Name = filepath.Base(adapter)
+	}
+	s := &Saved{Dir: metaDir, Base: base, Adapter: adapter, Meta: meta, HasMeta: found, TokPath: filepath.Join(tokDir, "tokenizer.json")}
 	if s.Tok, err = tokenizer.Load(s.TokPath); err != nil {
 		return nil, err
 	}
@@ -74,9 +143,14 @@ func LoadSaved(dir string, c TemplateChoice) (*Saved, error) {
 // generate and score alone: its template, and the sampling settings of its
 // agent.json with the template's stop tokens. It has no trainer.
 func (s *Saved) Agent(b compute.Backend) (*Agent, error) {
-	m, err := model.Load(b, s.Dir)
+	m, err := model.Load(b, s.Base)
 	if err != nil {
 		return nil, err
+	}
+	if s.Adapter != "" {
+		if err := m.LoadAdapters(s.Adapter); err != nil {
+			return nil, err
+		}
 	}
 	if err := CheckVocab(s.Tok, s.TokPath, m); err != nil {
 		return nil, err
@@ -94,4 +168,61 @@ func (s *Saved) Agent(b compute.Backend) (*Agent, error) {
 		return nil, fmt.Errorf("%s: tokenizer %s has no EOS token to end responses with", s.Dir, s.TokPath)
 	}
 	return a, nil
+}
+
+// adapterCarried are the files of a saved agent besides its weights that a
+// merged checkpoint carries over: its tokenizer and prompt template
+// (agent.json), from the adapter directory when it has them (a run's final
+// agents do), else from the base.
+var adapterCarried = []string{"tokenizer.json", tokenizer.ConfigFile, "special_tokens_map.json", "agent.json"}
+
+// MergeAdapter writes into out (a new directory, written whole or not at
+// all) the model of directory base with the LoRA adapter of directory
+// adapter merged into its weights (model.MergeLoRA): a plain Hugging Face
+// checkpoint, in dtype ("" keeps the base's: its config.json's
+// torch_dtype), with the base's generation_config.json and the tokenizer
+// and agent.json (see adapterCarried). base "" takes the adapter's
+// base_model_name_or_path.
+func MergeAdapter(b compute.Backend, base, adapter, out, dtype string) error {
+	if _, err := os.Stat(out); err == nil {
+		return fmt.Errorf("merge: %s exists; remove it or choose another --out", out)
+	}
+	if !model.IsAdapterDir(adapter) {
+		return fmt.Errorf("merge: %s is not a LoRA adapter: it has no %s", adapter, model.AdapterConfigFile)
+	}
+	base, err := AdapterBase(base, adapter)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	m, err := model.Load(b, base)
+	if err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	if err := m.LoadAdapters(adapter); err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	if err := m.MergeLoRA(); err != nil {
+		return fmt.Errorf("merge: %w", err)
+	}
+	return writeDirAtomic(out, func(tmp string) error {
+		if err := m.SaveWith(tmp, model.SaveOptions{DType: dtype}); err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+		for _, name := range adapterCarried {
+			for _, dir := range []string{adapter, base} {
+				data, err := os.ReadFile(filepath.Join(dir, name))
+				if errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				if err != nil {
+					return fmt.Errorf("merge: %w", err)
+				}
+				if err := os.WriteFile(filepath.Join(tmp, name), data, 0o644); err != nil {
+					return fmt.Errorf("merge: %w", err)
+				}
+				break
+			}
+		}
+		return nil
+	})
 }

@@ -20,6 +20,7 @@ import (
 func evalCmd() *cobra.Command {
 	var (
 		set, backendCfg, template, suffix string
+		ad                                adapterFlags
 		problems, samples, maxNew         int
 		temperature                       float64
 		seed                              int64
@@ -37,14 +38,16 @@ avg@k, pass@k and maj@k at --temperature (0 is greedy, so every draw equals
 the greedy answer). The prompt template is the one in the checkpoint's
 agent.json (plain without one) unless --template replaces it.
 Prints one JSON object on standard output, nothing else; a bad flag value
-exits with status 2.`,
+exits with status 2.
+
+` + adapterHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkEvalFlags(cmd, set, template, problems, samples, maxNew, temperature); err != nil {
 				return err
 			}
 			dir := args[0]
-			saved, err := train.LoadSaved(dir, train.TemplateChoice{Kind: template})
+			saved, err := ad.load(dir, train.TemplateChoice{Kind: template})
 			if err != nil {
 				return err
 			}
@@ -77,6 +80,9 @@ exits with status 2.`,
 				return err
 			}
 			out := map[string]any{"checkpoint": dir, "set": set, "problems": res.Problems}
+			if saved.Adapter != "" {
+				out["checkpoint"], out["adapter"] = saved.Base, saved.Adapter
+			}
 			keys := make([]string, 0, len(res.Values))
 			for k := range res.Values {
 				keys = append(keys, k)
@@ -101,6 +107,7 @@ exits with status 2.`,
 	f.StringVar(&suffix, "prompt-suffix", "", `appended to every question of a benchmark or dataset, as the paper's "Let's think step by step and output the final answer within \boxed{}."`)
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
+	ad.register(f)
 	return cmd
 }
 

@@ -77,7 +77,7 @@ stop ("eos" when a stop token ended it, else "length"), and with
 (temperature 1, unfiltered) and their sum sum_logprob: what hacrl score
 gives for the same prompt_ids and response_ids.
 
-` + varsHelp,
+` + varsHelp + "\n\n" + adapterHelp,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f := cmd.Flags()
@@ -152,6 +152,7 @@ gives for the same prompt_ids and response_ids.
 	fl.StringVar(&file, "file", "", "prompts, one per line (a .jsonl file: JSON objects with \"prompt\" or \"messages\"); - for standard input")
 	fl.BoolVar(&raw, "raw", false, "send the prompt text as it is, without the template")
 	tf.register(fl, true)
+	tf.adapter.register(fl)
 	fl.IntVar(&maxNew, "max-new-tokens", 0, "response length limit (default: the agent's)")
 	fl.Float64Var(&temperature, "temperature", 0, "sampling temperature (0: greedy)")
 	fl.Float64Var(&topP, "top-p", 1, "nucleus sampling mass (1: off)")

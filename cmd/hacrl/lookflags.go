@@ -29,6 +29,9 @@ type templateFlags struct {
 	kind   string
 	vars   []string
 	system string
+	// adapter holds --adapter and --base where the command registers
+	// them (generate, score); LoadSaved takes an adapter directory anyway.
+	adapter adapterFlags
 }
 
 func (t *templateFlags) register(f *pflag.FlagSet, withSystem bool) {
@@ -93,7 +96,7 @@ func (t *templateFlags) load(cmd *cobra.Command, dir string) (*train.Saved, erro
 			return nil, usage("--var applies to an hf template; the template here is %s", kind)
 		}
 	}
-	s, err := train.LoadSaved(dir, c)
+	s, err := t.adapter.load(dir, c)
 	if err != nil {
 		return nil, err
 	}

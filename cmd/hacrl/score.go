@@ -42,7 +42,7 @@ response token under the model at temperature 1) and "sum_logprob" added
 number and the others go on; the exit status is then 1. Only JSON goes to
 standard output.
 
-` + varsHelp,
+` + varsHelp + "\n\n" + adapterHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := tf.check(); err != nil {
@@ -111,6 +111,7 @@ standard output.
 	f.StringVar(&jsonl, "jsonl", "", "JSONL file of prompts and responses (- for standard input)")
 	f.BoolVar(&raw, "raw", false, "encode \"prompt\" text as it is, without the template")
 	tf.register(f, true)
+	tf.adapter.register(f)
 	f.StringVar(&backendCF, "backend", "", "GoMLX backend config")
 	return cmd
 }

@@ -3,8 +3,10 @@ package main
 import (
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -217,6 +219,84 @@ func TestBenchEngineLoRA(t *testing.T) {
 		r := run(t, bin, "", "", nil, append(base, bad...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, "--lora-") {
 			t.Errorf("bench engine %v: exit %d, want 2 (usage) naming the flag\n%s", bad, r.code, r.stderr)
+		}
+	}
+}
+
+// torchPython returns an interpreter that imports torch, as model's
+// TestMatchesPyTorch finds it: $PYTHON, or Debian's /usr/bin/python3 with
+// python3-torch (scripts/test.sh installs it); without one the test fails
+// unless HACRL_TORCH=skip.
+func torchPython(t *testing.T) string {
+	t.Helper()
+	python := os.Getenv("PYTHON")
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		if os.Getenv("HACRL_TORCH") == "skip" {
+			t.Skipf("HACRL_TORCH=skip: %s cannot import torch", python)
+		}
+		t.Fatalf("%s cannot import torch (%v: %s): run scripts/test.sh, set PYTHON to an interpreter with torch, "+
+			"or set HACRL_TORCH=skip", python, err, strings.TrimSpace(string(out)))
+	}
+	return python
+}
+
+// The PyTorch reference (bench/torch) trains the same LoRA adapters as
+// bench engine: on the same flags both report the same base and trainable
+// parameter counts and adapters, and its self-check (step 0 equals the base
+// bit for bit, the closed-form count, a frozen base) passes.
+func TestBenchLoRAMatchesTorch(t *testing.T) {
+	python := torchPython(t)
+	bin := hacrlBin(t)
+	script := repoPath(t, "bench/torch/bench.py")
+	if out, err := exec.Command(python, script, "--check").CombinedOutput(); err != nil {
+		t.Fatalf("bench.py --check: %v\n%s", err, out)
+	}
+	path := filepath.Join(t.TempDir(), "config.json")
+	cfg := `{"model_type": "qwen3", "vocab_size": 16, "hidden_size": 32, "num_hidden_layers": 3,
+	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+	"max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true}`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--seq", "8", "--batch", "2", "--steps", "1", "--warmup", "0", "--sample-runs", "1",
+		"--sample-batch", "2", "--sample-tokens", "3", "--threads", "1", "--mem-read-mb", "0"}
+	for _, tt := range []struct {
+		flags []string
+		fails bool // a target no module of the family has: an error on both sides
+	}{
+		{[]string{"--config", path, "--layers", "2", "--lora-rank", "4"}, false},
+		{[]string{"--config", path, "--lora-rank", "2", "--lora-alpha", "3", "--lora-targets", "k_proj,self_attn.o_proj,gate_proj"}, false},
+		{[]string{"--config", path, "--layers", "1"}, false},
+		{[]string{"--family", "gpt", "--dim", "32", "--layers", "2", "--lora-rank", "3", "--lora-targets", "c_attn,mlp.c_proj"}, false},
+		{[]string{"--family", "llama", "--dim", "32", "--kv-heads", "2", "--layers", "2", "--lora-rank", "5", "--lora-targets", "c_proj"}, true},
+	} {
+		flags := tt.flags
+		args := append(slices.Clone(common), flags...)
+		r := run(t, bin, "", "", nil, append([]string{"bench", "engine"}, args...)...)
+		out, err := exec.Command(python, append([]string{script}, args...)...).Output()
+		if tt.fails {
+			if r.code != 2 || err == nil {
+				t.Errorf("%v: hacrl exit %d (want 2), torch %v (want an error)", flags, r.code, err)
+			}
+			continue
+		}
+		if r.code != 0 || err != nil {
+			t.Fatalf("%v: hacrl exit %d, torch %v\n%s", flags, r.code, err, r.stderr)
+		}
+		g, tv := jsonValues(t, r.stdout), jsonValues(t, string(out))
+		if len(g) != 1 || len(tv) != 1 {
+			t.Fatalf("%v: %d and %d JSON values, want 1 each", flags, len(g), len(tv))
+		}
+		for _, key := range []string{"params", "trainable_params", "lora_rank", "lora_alpha", "lora_targets"} {
+			if !reflect.DeepEqual(g[0][key], tv[0][key]) {
+				t.Errorf("%v: %s: hacrl %v, torch %v", flags, key, g[0][key], tv[0][key])
+			}
+		}
+		if g[0]["trainable_params"] == nil {
+			t.Errorf("%v: no trainable_params", flags)
 		}
 	}
 }

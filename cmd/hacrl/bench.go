@@ -47,10 +47,10 @@ cross-entropy over B×T tokens, backward, global-norm clip, AdamW) and sampling
 throughput (N sequences from a --sample-prompt-token prompt, KV cache,
 temperature 1). With --config the model is a Hugging Face config.json's
 (bench/configs has Qwen2.5-0.5B, Qwen3-0.6B, Qwen3-1.7B and
-Llama-3.2-1B); --layers then overrides only its depth. Besides the speeds it reports the peak resident
-memory, the float32 weight bytes a decoding step reads and the rate it read
-them at, and this machine's memory read bandwidth measured in the same
-process. With --lora-rank N the model gets LoRA adapters (PEFT's init: A
+Llama-3.2-1B); --layers then overrides only its depth. Besides the speeds
+it reports the peak resident memory, the float32 weight bytes a decoding
+step reads and the rate it read them at, and this machine's memory read
+bandwidth measured in the same process. With --lora-rank N the model gets LoRA adapters (PEFT's init: A
 uniform on ±1/√in, B zero, scale alpha/rank) on --lora-targets before the
 trainer is made, so that training updates the adapters only (AdamW over
 them); lora_rank, lora_alpha, lora_targets and trainable_params are

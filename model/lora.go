@@ -287,6 +287,20 @@ func (m *Model) LoRA() (LoRA, bool) {
 	return m.lora.cfg, true
 }
 
+// NumTrainable is the number of scalar parameters a Trainer of m updates:
+// its adapters' (r·(in+out) per adapted module) when it has them, else
+// NumParams.
+func (m *Model) NumTrainable() int64 {
+	if m.lora == nil {
+		return m.NumParams()
+	}
+	var n int64
+	for _, s := range m.lora.specs {
+		n += int64(s.size())
+	}
+	return n
+}
+
 // Base returns m without its adapters: a model sharing m's frozen base
 // weights (no copy), for instance the KL reference of a LoRA agent. It
 // returns m itself when m has no adapters.

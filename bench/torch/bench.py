@@ -6,7 +6,9 @@ train_tokens_per_s (forward + backward + global-norm clip + AdamW on [B, T]
 tokens) and sample_tokens_per_s (temperature-1 sampling with a KV cache).
 `--config PATH` takes the model from a Hugging Face config.json (llama, qwen2
 or qwen3; bench/configs has the published ones), `--layers` then overriding
-only its depth. `--check` instead runs a self-check on tiny models and exits
+only its depth. `--lora-rank N` trains LoRA adapters (written out in
+model.py, as PEFT applies them) on a frozen base instead of the whole model.
+`--check` instead runs a self-check on tiny models and exits
 non-zero on failure.
 """
 
@@ -42,6 +44,12 @@ def parse_args(argv):
     p.add_argument("--config", default="", help="a Hugging Face config.json (llama, qwen2, qwen3) instead of the size flags")
     p.add_argument("--mem-read-mb", type=int, default=512,
                    help="MiB summed to measure the memory read bandwidth (mem_read_gb_per_s); 0: skip")
+    p.add_argument("--lora-rank", type=int, default=0,
+                   help="train LoRA adapters of this rank on a frozen base; 0: full fine-tuning")
+    p.add_argument("--lora-alpha", type=float, default=None,
+                   help="LoRA alpha (the adapters' output is scaled by alpha/rank); default 2*rank")
+    p.add_argument("--lora-targets", default="all-linear",
+                   help="comma-separated modules given adapters (q_proj,v_proj,..., c_attn for gpt) or all-linear")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="run the self-check instead of the benchmark")
@@ -55,6 +63,15 @@ def parse_args(argv):
     for name in ("batch", "steps", "threads", "sample_batch", "sample_tokens", "sample_runs", "sample_prompt"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')}: want >= 1, got {getattr(args, name)}")
+    if args.lora_rank < 0:
+        p.error(f"--lora-rank: want >= 0 (0: full fine-tuning), got {args.lora_rank}")
+    if args.lora_alpha is not None and (args.lora_rank == 0 or not args.lora_alpha > 0):
+        p.error(f"--lora-alpha {args.lora_alpha}: want > 0, with --lora-rank > 0")
+    if args.lora_alpha is None:
+        args.lora_alpha = 2 * args.lora_rank
+    args.lora_targets = [t.strip() for t in args.lora_targets.split(",") if t.strip()]
+    if args.lora_rank and not args.lora_targets:
+        p.error("--lora-targets: empty, want module names (q_proj, ...) or all-linear")
     if args.warmup < 0 or args.mem_read_mb < 0:
         p.error(f"--warmup and --mem-read-mb: want >= 0, got {args.warmup} and {args.mem_read_mb}")
     return args
@@ -134,6 +151,11 @@ def benchmark(args, torch, model):
     except ValueError as err:
         sys.exit(f"bench.py: invalid model configuration: {err}")
     net = build_or_exit(model, cfg, args.seed)
+    if args.lora_rank:
+        try:
+            model.add_lora(net, args.lora_rank, args.lora_alpha, args.lora_targets, args.seed)
+        except ValueError as err:
+            sys.exit(f"bench.py: --lora-targets: {err}")
     opt = model.new_optimizer(net)
     gen = torch.Generator().manual_seed(args.seed + 1)
     # One random batch trained on repeatedly, as the Go engine does, so that
@@ -154,9 +176,9 @@ def benchmark(args, torch, model):
     for _ in range(args.sample_runs):
         model.sample(net, prompt, args.sample_tokens, gen)
     sample_s = (time.perf_counter() - start) / args.sample_runs
-    params = sum(p.numel() for p in net.parameters())
+    params = model.base_params(net)
 
-    return {
+    res = {
         "engine": "torch",
         "family": cfg.family,
         "params": params,
@@ -185,7 +207,12 @@ def benchmark(args, torch, model):
         "decode_weight_gb_per_s": round(decode_weight_bytes(cfg, params) * args.sample_tokens / sample_s / 1e9, 2),
         "torch_version": torch.__version__,
         "threads": torch.get_num_threads(),
+        "trainable_params": sum(p.numel() for p in model.trainable(net)),
+        "lora_rank": args.lora_rank,
     }
+    if args.lora_rank:
+        res.update(lora_alpha=args.lora_alpha, lora_targets=args.lora_targets)
+    return res
 
 
 def build_or_exit(model, cfg, seed):
@@ -318,7 +345,46 @@ def self_check(torch, model):
         diff = (cached - full).abs().max().item()
         expect(diff < 1e-5, f"{name}: cached sampling logits differ from the uncached forward by {diff:.3g}")
         expect(bool(((out >= 0) & (out < cfg.vocab)).all()), f"{name}: sampled token outside [0, {cfg.vocab})")
+
+        lora_check(torch, model, cfg, name, expect)
     return failures
+
+
+def lora_check(torch, model, cfg, name, expect):
+    """LoRA on cfg's model, all-linear and a part of the modules: step 0 is the base exactly,
+    the adapters are PEFT's init and count, training moves them and nothing else."""
+    part = ["c_attn", "mlp.c_proj"] if cfg.family == "gpt" else ["q_proj", "self_attn.v_proj", "down_proj"]
+    tokens = torch.randint(cfg.vocab, (3, 8), generator=torch.Generator().manual_seed(5))
+    for targets in (["all-linear"], part):
+        what = f"{name} LoRA {targets}"
+        base, net = model.build(cfg, seed=3), model.build(cfg, seed=3)
+        paths = model.add_lora(net, 4, 8, targets, seed=1)
+        expect(len(paths) == cfg.layers * (len(model.HF_MODULES[cfg.family]) if targets == ["all-linear"] else len(part)),
+               f"{what}: adapted {paths}")
+        with torch.no_grad():
+            expect(torch.equal(net(tokens), base(tokens)), f"{what}: step-0 logits differ from the base's")
+        count = sum(p.numel() for p in model.trainable(net))
+        expect(count == model.expected_lora_params(cfg, 4, targets),
+               f"{what}: {count} trainable parameters, closed form {model.expected_lora_params(cfg, 4, targets)}")
+        expect(model.base_params(net) == model.expected_params(cfg), f"{what}: base_params counts the adapters")
+        for m in net.modules():
+            if isinstance(m, model.LoRALinear):
+                bound = 1 / m.base.in_features ** 0.5
+                expect(m.lora_A.abs().max().item() <= bound and m.lora_A.abs().max().item() > bound / 2,
+                       f"{what}: A outside ±1/√in or too narrow")
+                expect(not m.lora_B.any() and m.scale == 2, f"{what}: B not zero or scale {m.scale}, want 8/4")
+        frozen = {n: p.detach().clone() for n, p in net.named_parameters() if not p.requires_grad}
+        opt = model.new_optimizer(net)
+        losses = [float(model.train_step(net, opt, tokens)) for _ in range(8)]
+        expect(losses[-1] < losses[0], f"{what}: loss did not fall on a repeated batch: {losses}")
+        moved = [n for n, p in net.named_parameters() if n in frozen and not torch.equal(p, frozen[n])]
+        expect(not moved, f"{what}: training changed frozen base parameters {moved}")
+        expect(all(m.lora_B.any() for m in net.modules() if isinstance(m, model.LoRALinear)), f"{what}: a B stayed zero")
+    try:
+        model.add_lora(model.build(cfg, seed=3), 4, 8, ["no_such_proj"], seed=1)
+        expect(False, f"{name}: LoRA on no matching module did not raise")
+    except ValueError:
+        pass
 
 
 def main(argv=None):

@@ -329,6 +329,94 @@ def build(cfg, seed):
     return model
 
 
+# LoRA (Hu et al., 2021) as PEFT's LoraConfig applies it, written out here
+# because the reference runs without peft. The Hugging Face name of each
+# Linear of a block (hacrl's --lora-targets name the modules so) and the
+# blocks' prefix, per family.
+HF_MODULES = {
+    "llama": {"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+              "gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj"},
+    "gpt": {"qkv": "attn.c_attn", "proj": "attn.c_proj", "fc": "mlp.c_fc", "out": "mlp.c_proj"},
+}
+HF_BLOCKS = {"llama": "model.layers", "gpt": "transformer.h"}
+ALL_LINEAR = "all-linear"
+
+
+class LoRALinear(nn.Module):
+    """A frozen Linear plus PEFT's low-rank update: y = base(x) + (alpha/rank)·(x·Aᵀ)·Bᵀ.
+
+    A [rank, in] starts uniform on ±1/√in (PEFT's kaiming_uniform_ with a = √5),
+    B [out, rank] at zero, so that the adapted layer starts as its base exactly.
+    """
+
+    def __init__(self, base, rank, alpha, generator):
+        super().__init__()
+        self.base = base
+        bound = 1 / math.sqrt(base.in_features)
+        a = torch.rand(rank, base.in_features, generator=generator) * (2 * bound) - bound
+        self.lora_A = nn.Parameter(a)
+        self.lora_B = nn.Parameter(torch.zeros(base.out_features, rank))
+        self.scale = alpha / rank
+
+    def forward(self, x):
+        return self.base(x) + self.scale * F.linear(F.linear(x, self.lora_A), self.lora_B)
+
+
+def lora_targeted(path, targets):
+    """Whether the module at HF path is adapted: PEFT's target_modules list match."""
+    return ALL_LINEAR in targets or any(path == t or path.endswith("." + t) for t in targets)
+
+
+def add_lora(model, rank, alpha, targets, seed):
+    """Freeze model and wrap each targeted block Linear in a LoRALinear (not the LM head).
+
+    targets are HF module names (q_proj, self_attn.v_proj, c_attn, …) or
+    "all-linear". The A matrices are drawn in block order from a generator
+    seeded with seed. Returns the HF paths of the adapted modules; raises
+    ValueError when the arguments are out of range or no module matches.
+    """
+    if rank < 1 or not alpha > 0 or not targets:
+        raise ValueError(f"LoRA rank {rank}, alpha {alpha}, targets {targets}: want rank >= 1, alpha > 0, targets")
+    family = model.cfg.family
+    for p in model.parameters():
+        p.requires_grad_(False)
+    gen = torch.Generator().manual_seed(seed)
+    adapted = []
+    for i, block in enumerate(model.blocks):
+        for attr, name in HF_MODULES[family].items():
+            path = f"{HF_BLOCKS[family]}.{i}.{name}"
+            if lora_targeted(path, targets):
+                setattr(block, attr, LoRALinear(getattr(block, attr), rank, alpha, gen))
+                adapted.append(path)
+    if not adapted:
+        names = ", ".join(n.rsplit(".", 1)[-1] for n in HF_MODULES[family].values())
+        raise ValueError(f"LoRA target modules {targets} match no linear layer of this {family} model (its blocks have {names})")
+    return adapted
+
+
+def expected_lora_params(cfg, rank, targets):
+    """Closed form of add_lora's trainable parameters: rank·(in+out) per adapted module."""
+    d, h = cfg.dim, cfg.mlp_hidden
+    if cfg.family == "gpt":
+        shapes = {"attn.c_attn": (d, 3 * d), "attn.c_proj": (d, d), "mlp.c_fc": (d, h), "mlp.c_proj": (h, d)}
+    else:
+        q, kv = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
+        shapes = {"self_attn.q_proj": (d, q), "self_attn.k_proj": (d, kv), "self_attn.v_proj": (d, kv),
+                  "self_attn.o_proj": (q, d), "mlp.gate_proj": (d, h), "mlp.up_proj": (d, h), "mlp.down_proj": (h, d)}
+    per_block = sum(rank * (i + o) for name, (i, o) in shapes.items() if lora_targeted("x." + name, targets))
+    return cfg.layers * per_block
+
+
+def base_params(model):
+    """Parameters of the model without its LoRA adapters (hacrl's params)."""
+    return sum(p.numel() for name, p in model.named_parameters() if ".lora_" not in name)
+
+
+def trainable(model):
+    """The parameters the optimizer updates: all, or the adapters after add_lora."""
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def next_token_loss(model, tokens):
     """Mean cross-entropy of predicting tokens[:, 1:] from tokens[:, :-1]."""
     logits = model(tokens)
@@ -337,12 +425,13 @@ def next_token_loss(model, tokens):
 
 
 def new_optimizer(model):
-    """AdamW(lr 1e-3, betas 0.9/0.999, eps 1e-8), decaying matrices and embeddings by 0.01.
+    """AdamW(lr 1e-3, betas 0.9/0.999, eps 1e-8) over the trainable parameters, decaying matrices and embeddings by 0.01.
 
-    Biases and norm gains (the 1-D parameters) are not decayed, as in the Go engine.
+    Biases and norm gains (the 1-D parameters) are not decayed, as in the Go
+    engine; after add_lora the trainable parameters are the A and B matrices.
     """
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    rest = [p for p in model.parameters() if p.dim() < 2]
+    decay = [p for p in trainable(model) if p.dim() >= 2]
+    rest = [p for p in trainable(model) if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}]
     return torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
 
@@ -351,7 +440,7 @@ def train_step(model, opt, tokens):
     """Forward, backward, global grad-norm clip 1.0, AdamW step, zero_grad. Returns the loss tensor."""
     loss = next_token_loss(model, tokens)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    torch.nn.utils.clip_grad_norm_(trainable(model), 1.0)
     opt.step()
     opt.zero_grad(set_to_none=True)
     return loss.detach()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +33,9 @@ func benchEngineCmd() *cobra.Command {
 		family, act, cfgPath, backendCfg, engine, cpuProfile          string
 		vocab, dim, layers, heads, kvHeads, hidden, seq, batch        int
 		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads int
-		samplePrompt, memReadMB                                       int
+		samplePrompt, memReadMB, loraRank                             int
+		loraAlpha                                                     float64
+		loraTargets                                                   string
 		seed                                                          int64
 		tie                                                           bool
 	)
@@ -43,12 +46,17 @@ func benchEngineCmd() *cobra.Command {
 cross-entropy over B×T tokens, backward, global-norm clip, AdamW) and sampling
 throughput (N sequences from a --sample-prompt-token prompt, KV cache,
 temperature 1). With --config the model is a Hugging Face config.json's
-(bench/configs has Qwen2.5-0.5B, Qwen3-0.6B and Llama-3.2-1B); --layers then
-overrides only its depth. Besides the speeds it reports the peak resident
-memory, the float32 weight bytes a decoding step reads and the rate it read
-them at, and this machine's memory read bandwidth measured in the same
-process. Prints one JSON line. bench/torch/bench.py takes the same flags and
-prints the same fields; bench/compare.sh runs both.`,
+(bench/configs has Qwen2.5-0.5B, Qwen3-0.6B, Qwen3-1.7B and
+Llama-3.2-1B); --layers then overrides only its depth. Besides the speeds
+it reports the peak resident memory, the float32 weight bytes a decoding
+step reads and the rate it read them at, and this machine's memory read
+bandwidth measured in the same process. With --lora-rank N the model gets LoRA adapters (PEFT's init: A
+uniform on ±1/√in, B zero, scale alpha/rank) on --lora-targets before the
+trainer is made, so that training updates the adapters only (AdamW over
+them); lora_rank, lora_alpha, lora_targets and trainable_params are
+reported beside params (the base model's). Prints one JSON line.
+bench/torch/bench.py takes the same flags and prints the same fields;
+bench/compare.sh runs both.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if threads > 0 {
@@ -110,6 +118,10 @@ prints the same fields; bench/compare.sh runs both.`,
 			if memReadMB < 0 {
 				return usage("--mem-read-mb %d: want ≥ 0 (0: skip)", memReadMB)
 			}
+			lora, err := benchLoRA(loraRank, loraAlpha, loraTargets, cmd.Flags().Changed("lora-alpha"), engine)
+			if err != nil {
+				return err
+			}
 			if cpuProfile != "" {
 				stop, err := startCPUProfile(cpuProfile)
 				if err != nil {
@@ -117,7 +129,7 @@ prints the same fields; bench/compare.sh runs both.`,
 				}
 				defer stop()
 			}
-			res, err := benchEngine(cmd.Context(), b, cfg, eng, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
+			res, err := benchEngine(cmd.Context(), b, cfg, eng, lora, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
 			if err != nil {
 				return err
 			}
@@ -155,17 +167,27 @@ prints the same fields; bench/compare.sh runs both.`,
 	f.Int64Var(&seed, "seed", 0, "seed")
 	f.StringVar(&cfgPath, "config", "", "a model config.json (Hugging Face field names) instead of the size flags")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config (default go:parallelism=-1)")
+	f.IntVar(&loraRank, "lora-rank", 0, "train LoRA adapters of this rank on a frozen base; 0: full fine-tuning")
+	f.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (the adapters' output is scaled by alpha/rank); default 2·rank")
+	f.StringVar(&loraTargets, "lora-targets", model.AllLinear, "comma-separated modules given adapters (q_proj,v_proj,…, c_attn for gpt) or all-linear")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole measurement to this file (go tool pprof)")
 	return cmd
 }
 
 // benchEngine times the training step and the sampler of a fresh model.
-func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
+// With lora (nil: full fine-tuning) the model gets adapters before the
+// trainer is made, so that the trainer updates them only.
+func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, lora *model.LoRA, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
 	m, err := model.New(b, cfg, seed)
 	if err != nil {
 		return nil, err
 	}
 	m.SetEngine(engine)
+	if lora != nil {
+		if err := m.AddLoRA(*lora, seed); err != nil {
+			return nil, usage("--lora-targets %q: %v", strings.Join(lora.Targets, ","), err)
+		}
+	}
 	tr, err := model.NewTrainer(m, model.OptimizerConfig{LearningRate: 1e-3, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-8, MaxGradNorm: 1})
 	if err != nil {
 		return nil, err
@@ -248,7 +270,7 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 	sampleS := time.Since(t0).Seconds()
 	c := m.Config()
 	read := decodeWeightBytes(c, m.NumParams())
-	return map[string]any{
+	res := map[string]any{
 		"engine": "hacrl-" + m.EngineName(), "family": c.Family, "params": m.NumParams(), "dim": c.Dim, "layers": c.Layers,
 		"heads": c.Heads, "kv_heads": c.KVHeads, "hidden": c.Hidden, "vocab": c.Vocab, "seq": seq, "batch": batch,
 		"train_step_ms":      round(1000*trainS/float64(steps), 3),
@@ -261,7 +283,42 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 		"weights_mb":          round(float64(4*m.NumParams())/(1<<20), 1),
 		// Each forward pass of the sampler reads every weight it uses once.
 		"decode_weight_gb_per_s": round(float64(read)*float64(forwards)/sampleS/1e9, 2),
-	}, nil
+		"trainable_params":       m.NumTrainable(),
+		"lora_rank":              0,
+	}
+	if lora != nil {
+		res["lora_rank"], res["lora_alpha"], res["lora_targets"] = lora.Rank, lora.Alpha, lora.Targets
+	}
+	return res, nil
+}
+
+// benchLoRA is the adapters of the --lora-* flags, nil for rank 0 (full
+// fine-tuning), or a usage error. alphaSet says whether --lora-alpha was
+// given (its default is 2·rank).
+func benchLoRA(rank int, alpha float64, targets string, alphaSet bool, engine string) (*model.LoRA, error) {
+	switch {
+	case rank < 0:
+		return nil, usage("--lora-rank %d: want ≥ 0 (0: full fine-tuning)", rank)
+	case rank == 0 && alphaSet:
+		return nil, usage("--lora-alpha needs --lora-rank > 0")
+	case rank == 0:
+		return nil, nil
+	case engine == string(model.EngineGraph):
+		return nil, usage("--lora-rank %d: LoRA adapters run on the native engine, not --engine graph", rank)
+	}
+	if !alphaSet {
+		alpha = float64(2 * rank)
+	}
+	l := &model.LoRA{Rank: rank, Alpha: alpha}
+	for t := range strings.SplitSeq(targets, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			l.Targets = append(l.Targets, t)
+		}
+	}
+	if err := l.Validate(); err != nil {
+		return nil, usage("--lora-rank %d --lora-alpha %v --lora-targets %q: %v", rank, alpha, targets, err)
+	}
+	return l, nil
 }
 
 // decodeWeightBytes is the float32 weight bytes one decoding step reads: all

@@ -3,8 +3,11 @@ package main
 import (
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hacrl/hacrl/model"
@@ -48,6 +51,9 @@ func TestBenchConfigs(t *testing.T) {
 		{"qwen3-0.6b.json", model.Config{Family: "llama", ModelType: "qwen3", Vocab: 151936, Dim: 1024, Layers: 28, Heads: 16,
 			KVHeads: 8, Hidden: 3072, MaxSeq: 40960, Activation: "silu", NormEps: 1e-6, RopeTheta: 1e6, TieEmbeddings: true,
 			BOS: 151643, EOS: 151645, HeadSize: 128, QKNorm: true, DType: "bfloat16"}, 596049920},
+		{"qwen3-1.7b.json", model.Config{Family: "llama", ModelType: "qwen3", Vocab: 151936, Dim: 2048, Layers: 28, Heads: 16,
+			KVHeads: 8, Hidden: 6144, MaxSeq: 40960, Activation: "silu", NormEps: 1e-6, RopeTheta: 1e6, TieEmbeddings: true,
+			BOS: 151643, EOS: 151645, HeadSize: 128, QKNorm: true, DType: "bfloat16"}, 1720574976},
 		{"llama3.2-1b.json", model.Config{Family: "llama", ModelType: "llama", Vocab: 128256, Dim: 2048, Layers: 16, Heads: 32,
 			KVHeads: 8, Hidden: 8192, MaxSeq: 131072, Activation: "silu", NormEps: 1e-5, RopeTheta: 500000, TieEmbeddings: true,
 			BOS: 128000, EOS: 128001, RopeScaling: llama3, DType: "bfloat16"}, 1235814400},
@@ -129,6 +135,168 @@ func TestBenchEngineConfig(t *testing.T) {
 		r := run(t, bin, "", "", nil, append([]string{"bench", "engine", "--config", path, "--steps", "0"}, bad...)...)
 		if r.code != 2 {
 			t.Errorf("bench engine %v: exit %d, want 2 (usage)\n%s", bad, r.code, r.stderr)
+		}
+	}
+}
+
+// bench engine --lora-rank trains adapters on the targeted modules only and
+// reports them: trainable_params is r·(in+out) summed over the adapted
+// modules, params stays the base model's.
+func TestBenchEngineLoRA(t *testing.T) {
+	bin := hacrlBin(t)
+	path := filepath.Join(t.TempDir(), "config.json")
+	// Qwen3: a head_dim (16) that is not hidden/heads, GQA, q/k norms.
+	cfg := `{"model_type": "qwen3", "vocab_size": 16, "hidden_size": 32, "num_hidden_layers": 3,
+	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+	"max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true}`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const d, q, kv, hid, layers = 32, 64, 32, 48, 2
+	shapes := map[string][2]int{"q_proj": {d, q}, "k_proj": {d, kv}, "v_proj": {d, kv}, "o_proj": {q, d},
+		"gate_proj": {d, hid}, "up_proj": {d, hid}, "down_proj": {hid, d}}
+	adapters := func(r int, modules ...string) float64 {
+		n := 0
+		for _, m := range modules {
+			n += layers * r * (shapes[m][0] + shapes[m][1])
+		}
+		return float64(n)
+	}
+	all := []string{"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+	mc, err := model.ReadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.Layers = layers
+	params := float64(llamaParams(mc))
+	tests := []struct {
+		flags     []string
+		rank      float64
+		alpha     float64 // 0: no lora_alpha field
+		targets   []any
+		trainable float64
+	}{
+		{nil, 0, 0, nil, params},
+		{[]string{"--lora-rank", "4"}, 4, 8, []any{"all-linear"}, adapters(4, all...)},
+		{[]string{"--lora-rank", "2", "--lora-alpha", "5", "--lora-targets", "q_proj, v_proj,down_proj"}, 2, 5,
+			[]any{"q_proj", "v_proj", "down_proj"}, adapters(2, "q_proj", "v_proj", "down_proj")},
+		{[]string{"--lora-rank", "3", "--lora-targets", "self_attn.o_proj,up_proj"}, 3, 6,
+			[]any{"self_attn.o_proj", "up_proj"}, adapters(3, "o_proj", "up_proj")},
+	}
+	base := []string{"bench", "engine", "--config", path, "--layers", "2", "--seq", "8", "--batch", "2", "--steps", "1",
+		"--warmup", "1", "--sample-runs", "1", "--sample-batch", "2", "--sample-tokens", "4", "--threads", "1", "--mem-read-mb", "0"}
+	for _, tt := range tests {
+		r := run(t, bin, "", "", nil, append(base, tt.flags...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", tt.flags, r.code, r.stderr)
+		}
+		vals := jsonValues(t, r.stdout)
+		if len(vals) != 1 {
+			t.Fatalf("%v: %d JSON values, want 1:\n%s", tt.flags, len(vals), r.stdout)
+		}
+		res := vals[0]
+		want := map[string]any{"params": params, "trainable_params": tt.trainable, "lora_rank": tt.rank,
+			"engine": "hacrl-native"}
+		if tt.alpha != 0 {
+			want["lora_alpha"], want["lora_targets"] = tt.alpha, tt.targets
+		}
+		for key, w := range want {
+			if !reflect.DeepEqual(res[key], w) {
+				t.Errorf("%v: %s = %v, want %v", tt.flags, key, res[key], w)
+			}
+		}
+		if tt.alpha == 0 && (res["lora_alpha"] != nil || res["lora_targets"] != nil) {
+			t.Errorf("%v: full fine-tuning reports lora_alpha %v, lora_targets %v", tt.flags, res["lora_alpha"], res["lora_targets"])
+		}
+		if l, ok := res["final_loss"].(float64); !ok || math.IsNaN(l) || math.Abs(l-math.Log(16)) > 0.5 {
+			t.Errorf("%v: final_loss %v, want about ln 16 after two updates", tt.flags, res["final_loss"])
+		}
+	}
+
+	for _, bad := range [][]string{{"--lora-rank", "-1"}, {"--lora-alpha", "4"}, {"--lora-rank", "4", "--lora-alpha", "0"},
+		{"--lora-rank", "4", "--lora-targets", ","}, {"--lora-rank", "4", "--lora-targets", "c_attn"},
+		{"--lora-rank", "4", "--engine", "graph"}} {
+		r := run(t, bin, "", "", nil, append(base, bad...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, "--lora-") {
+			t.Errorf("bench engine %v: exit %d, want 2 (usage) naming the flag\n%s", bad, r.code, r.stderr)
+		}
+	}
+}
+
+// torchPython returns an interpreter that imports torch, as model's
+// TestMatchesPyTorch finds it: $PYTHON, or Debian's /usr/bin/python3 with
+// python3-torch (scripts/test.sh installs it); without one the test fails
+// unless HACRL_TORCH=skip.
+func torchPython(t *testing.T) string {
+	t.Helper()
+	python := os.Getenv("PYTHON")
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
+		if os.Getenv("HACRL_TORCH") == "skip" {
+			t.Skipf("HACRL_TORCH=skip: %s cannot import torch", python)
+		}
+		t.Fatalf("%s cannot import torch (%v: %s): run scripts/test.sh, set PYTHON to an interpreter with torch, "+
+			"or set HACRL_TORCH=skip", python, err, strings.TrimSpace(string(out)))
+	}
+	return python
+}
+
+// The PyTorch reference (bench/torch) trains the same LoRA adapters as
+// bench engine: on the same flags both report the same base and trainable
+// parameter counts and adapters, and its self-check (step 0 equals the base
+// bit for bit, the closed-form count, a frozen base) passes.
+func TestBenchLoRAMatchesTorch(t *testing.T) {
+	python := torchPython(t)
+	bin := hacrlBin(t)
+	script := repoPath(t, "bench/torch/bench.py")
+	if out, err := exec.Command(python, script, "--check").CombinedOutput(); err != nil {
+		t.Fatalf("bench.py --check: %v\n%s", err, out)
+	}
+	path := filepath.Join(t.TempDir(), "config.json")
+	cfg := `{"model_type": "qwen3", "vocab_size": 16, "hidden_size": 32, "num_hidden_layers": 3,
+	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+	"max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true}`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--seq", "8", "--batch", "2", "--steps", "1", "--warmup", "0", "--sample-runs", "1",
+		"--sample-batch", "2", "--sample-tokens", "3", "--threads", "1", "--mem-read-mb", "0"}
+	for _, tt := range []struct {
+		flags []string
+		fails bool // a target no module of the family has: an error on both sides
+	}{
+		{[]string{"--config", path, "--layers", "2", "--lora-rank", "4"}, false},
+		{[]string{"--config", path, "--lora-rank", "2", "--lora-alpha", "3", "--lora-targets", "k_proj,self_attn.o_proj,gate_proj"}, false},
+		{[]string{"--config", path, "--layers", "1"}, false},
+		{[]string{"--family", "gpt", "--dim", "32", "--layers", "2", "--lora-rank", "3", "--lora-targets", "c_attn,mlp.c_proj"}, false},
+		{[]string{"--family", "llama", "--dim", "32", "--kv-heads", "2", "--layers", "2", "--lora-rank", "5", "--lora-targets", "c_proj"}, true},
+	} {
+		flags := tt.flags
+		args := append(slices.Clone(common), flags...)
+		r := run(t, bin, "", "", nil, append([]string{"bench", "engine"}, args...)...)
+		out, err := exec.Command(python, append([]string{script}, args...)...).Output()
+		if tt.fails {
+			if r.code != 2 || err == nil {
+				t.Errorf("%v: hacrl exit %d (want 2), torch %v (want an error)", flags, r.code, err)
+			}
+			continue
+		}
+		if r.code != 0 || err != nil {
+			t.Fatalf("%v: hacrl exit %d, torch %v\n%s", flags, r.code, err, r.stderr)
+		}
+		g, tv := jsonValues(t, r.stdout), jsonValues(t, string(out))
+		if len(g) != 1 || len(tv) != 1 {
+			t.Fatalf("%v: %d and %d JSON values, want 1 each", flags, len(g), len(tv))
+		}
+		for _, key := range []string{"params", "trainable_params", "lora_rank", "lora_alpha", "lora_targets"} {
+			if !reflect.DeepEqual(g[0][key], tv[0][key]) {
+				t.Errorf("%v: %s: hacrl %v, torch %v", flags, key, g[0][key], tv[0][key])
+			}
+		}
+		if g[0]["trainable_params"] == nil {
+			t.Errorf("%v: no trainable_params", flags)
 		}
 	}
 }

@@ -175,7 +175,11 @@
 // prefill runs at most passTokenBudget prompt tokens at once, and the KV
 // cache holds the slots the longest prompt and the new tokens need and is
 // freed when Generate returns (the passes' other buffers are kept between
-// calls, in arenas). The
+// calls, in arenas, until Model.Trim drops them; Trainer.Release drops the
+// gradient accumulator between steps). Several models in one process —
+// HACPO's agents take turns — so need the working memory of the one at
+// work, not the sum: the train package trims and releases an agent whose
+// turn has ended and returns the memory to the system at once. The
 // hacrl command also bounds the garbage collector's headroom (package
 // internal/gcpace).
 //

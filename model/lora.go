@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/hacrl/hacrl/internal/kernel"
 )
@@ -184,15 +185,37 @@ const (
 )
 
 // adapters are a model's LoRA adapters: per module an A [r,in] and a B
-// [out,r], held flat on the host in the order of specs (the file layout).
-// The A matrices of the modules of one product (llama's q, k and v; gate
-// and up) are adjacent, so that the product's adapters take their input
-// in one product (see lowRank).
+// [out,r]. Like the base parameters (host.go) they are in one place at a
+// time, moved by the first pass of the other engine: flat on the host in
+// the order of specs (the file layout), for the native engine, or as
+// backend tensors in the graph layout (A [in,r], B [r,out]), for the
+// graphs. The A matrices of the modules of one product (llama's q, k and
+// v; gate and up) are adjacent, so that the product's adapters take their
+// input in one product (see lowRank). The model's mu guards host and
+// params.
 type adapters struct {
-	cfg   LoRA
-	mods  []loraModule
-	specs []paramSpec
-	host  []float32
+	cfg    LoRA
+	mods   []loraModule
+	specs  []paramSpec
+	host   []float32         // nil while params hold the adapters
+	params []*tensors.Tensor // nil while host holds them
+}
+
+// onHost returns the adapters' host buffer, moving them there first if
+// the tensors hold them. The model's mu must be held exclusively, or
+// shared while the host holds them.
+func (ad *adapters) onHost() []float32 {
+	if ad.host == nil {
+		ad.host, ad.params = flatFromTensors(ad.specs, ad.params), nil
+	}
+	return ad.host
+}
+
+// execKey is what the name of an Exec built for a model with ad says of
+// them: their configuration, which fixes the modules, ranks and scale the
+// graph is built with.
+func (ad *adapters) execKey() string {
+	return fmt.Sprintf("+lora%+v", ad.cfg)
 }
 
 // adapterSpecs lists the adapters' tensors for mods: for each product of
@@ -247,8 +270,8 @@ func (c Config) newAdapters(l LoRA, seed int64) (*adapters, error) {
 // AddLoRA gives m fresh adapters of configuration l (see newAdapters; seed
 // draws the A matrices), after which the base weights are frozen: a
 // Trainer of m updates the adapters only, Generate and Score run the
-// adapted model, and Base is the model without them. A model with adapters
-// runs on the native engine. m must be float32 and have none yet.
+// adapted model, and Base is the model without them. The adapted model
+// runs on either engine (SetEngine). m must be float32 and have none yet.
 func (m *Model) AddLoRA(l LoRA, seed int64) error {
 	if err := m.canAdapt(); err != nil {
 		return err
@@ -324,7 +347,7 @@ func (m *Model) MergeLoRA() error {
 	}
 	ad := m.lora
 	av := map[string][]float32{}
-	for i, v := range flatViews(ad.specs, ad.host) {
+	for i, v := range flatViews(ad.specs, ad.onHost()) {
 		av[ad.specs[i].name] = v
 	}
 	r, scale := ad.cfg.Rank, ad.cfg.scale()

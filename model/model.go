@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gomlx/compute"
@@ -29,15 +30,17 @@ var ErrNonFinite = errors.New("model: non-finite gradient")
 // A float32 model holds one copy of its parameters: on the host (host, the
 // native engine's, updated in place by Apply) or as backend tensors
 // (params, the graphs'); the first pass of the other engine moves them
-// (see host.go). A float64 model always holds tensors.
+// (see host.go), and its LoRA adapters with them. A float64 model always
+// holds tensors.
 type Model struct {
 	cfg     Config
 	backend compute.Backend
 	dtype   dtypes.DType
 	specs   []paramSpec
 
-	// mu guards params, host and dec: a native pass holds it shared for the
-	// whole pass, Apply and a move between host and tensors exclusively.
+	// mu guards params, host, dec and the adapters' host and params: a
+	// native pass holds it shared for the whole pass, Apply and a move
+	// between host and tensors exclusively.
 	mu     sync.RWMutex
 	params []*tensors.Tensor // nil while host holds the parameters
 	host   []float32         // every parameter back to back (host.go); nil while params hold them
@@ -135,9 +138,12 @@ func (m *Model) Clone() (*Model, error) {
 // snapshot returns the parameters as backend tensors for the graphs,
 // moving them off the host first if needed. They are never modified in
 // place, so the caller may use them while a Trainer installs new ones.
+//
+// For a model with LoRA adapters the adapters' tensors follow the base
+// parameters, as the graphs take them (see Model.exec).
 func (m *Model) snapshot() []*tensors.Tensor {
 	m.mu.RLock()
-	if p := m.params; p != nil {
+	if p := m.graphParams(); p != nil {
 		m.mu.RUnlock()
 		return p
 	}
@@ -148,7 +154,26 @@ func (m *Model) snapshot() []*tensors.Tensor {
 		m.params = tensorsFromFlat(m.specs, m.host)
 		m.host, m.dec = nil, nil
 	}
-	return m.params
+	if ad := m.lora; ad != nil && ad.params == nil {
+		ad.params = tensorsFromFlat(ad.specs, ad.host)
+		ad.host, m.dec = nil, nil
+	}
+	return m.graphParams()
+}
+
+// graphParams returns the graphs' parameter inputs, or nil if some of them
+// are on the host. m.mu must be held.
+func (m *Model) graphParams() []*tensors.Tensor {
+	if m.params == nil {
+		return nil
+	}
+	if m.lora == nil {
+		return m.params
+	}
+	if m.lora.params == nil {
+		return nil
+	}
+	return append(slices.Clip(m.params), m.lora.params...)
 }
 
 // decoder returns the native decoder over the host parameters, moving them
@@ -173,7 +198,7 @@ func (m *Model) decoder() (dec *decoder, release func(), err error) {
 			}
 			m.dec = newDecoder(m.cfg, m.specs, m.host)
 			if m.lora != nil {
-				m.lora.attach(m.dec, m.lora.host, true)
+				m.lora.attach(m.dec, m.lora.onHost(), true)
 			}
 			m.dec.pack()
 		}
@@ -181,18 +206,37 @@ func (m *Model) decoder() (dec *decoder, release func(), err error) {
 	}
 }
 
+// install takes the parameters a graph step trained, in the graph layout:
+// the adapters of a model with LoRA adapters, else all its parameters.
 func (m *Model) install(params []*tensors.Tensor) {
 	m.mu.Lock()
-	m.params, m.host, m.dec = params, nil, nil
+	if m.lora != nil {
+		m.lora.params, m.lora.host = params, nil
+	} else {
+		m.params, m.host = params, nil
+	}
+	m.dec = nil
 	m.mu.Unlock()
 }
 
 // exec returns the named Exec, building it on first use. fn receives the
-// network (parameters bound to the first inputs) and the remaining inputs.
+// network (parameters bound to the first inputs: the base parameters, then
+// the LoRA adapters' if m has any) and the remaining inputs. An Exec built
+// for a model with adapters is kept apart from one built without, or with
+// adapters of another configuration: the name it is kept under says which.
 func (m *Model) exec(name string, fn func(n *net, in []*Node) []*Node) *Exec {
-	np := len(m.specs)
+	np, ad := len(m.specs), m.lora
+	if ad != nil {
+		name += ad.execKey()
+	}
 	return m.rawExec(name, func(in []*Node) []*Node {
-		return fn(newNet(m.cfg, m.specs, in[:np]), in[np:])
+		n := newNet(m.cfg, m.specs, in[:np])
+		in = in[np:]
+		if ad != nil {
+			n.lora = newLoRANet(ad, in[:len(ad.specs)])
+			in = in[len(ad.specs):]
+		}
+		return fn(n, in)
 	})
 }
 

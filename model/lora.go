@@ -292,6 +292,9 @@ func (m *Model) canAdapt() error {
 	if m.lora != nil {
 		return fmt.Errorf("model: the model has LoRA adapters already")
 	}
+	if m.baseOf != nil {
+		return fmt.Errorf("model: the base of a model with LoRA adapters is frozen: adapt a Clone of it")
+	}
 	return nil
 }
 
@@ -310,22 +313,18 @@ func (m *Model) LoRA() (LoRA, bool) {
 	return m.lora.cfg, true
 }
 
-// Base returns m without its adapters: a model sharing m's frozen base
-// weights (no copy), for instance the KL reference of a LoRA agent. It
-// returns m itself when m has no adapters.
+// Base returns m without its adapters: a model reading m's frozen base
+// weights (no copy, wherever either engine has moved them), for instance
+// the KL reference of a LoRA agent. It takes no Trainer and no adapters;
+// MergeLoRA on m changes what it computes. It returns m itself when m has
+// no adapters.
 func (m *Model) Base() *Model {
 	if m.lora == nil {
 		return m
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
 	b := blankModel(m.backend, m.cfg, m.dtype)
 	b.engine, b.gen = m.engine, m.gen
-	if m.host != nil {
-		b.host = m.host
-	} else {
-		b.params = m.params
-	}
+	b.baseOf = m
 	return b
 }
 
@@ -372,6 +371,6 @@ func (m *Model) MergeLoRA() error {
 			}
 		})
 	}
-	m.lora, m.dec = nil, nil
+	m.lora, m.dec, m.baseDec = nil, nil, nil
 	return nil
 }

@@ -2,8 +2,10 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -562,6 +564,62 @@ func TestLoRAEngineSwitchKeepsAccumulation(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// Base's model reads its adapted model's one copy of the base weights on
+// either engine, wherever the other engine has moved them, and computes
+// what the model without adapters does; it takes no trainer or adapters.
+func TestLoRABaseSharesWeights(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	for _, order := range [][2]Engine{{EngineNative, EngineGraph}, {EngineGraph, EngineNative}, {EngineGraph, EngineGraph}, {EngineNative, EngineNative}} {
+		name := fmt.Sprintf("adapted on %s, base on %s", order[0], order[1])
+		plain := newTiny(t, "qwen2-tied", 43)
+		plain.SetEngine(order[1])
+		want, err := plain.Score(ctx, seqs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newTiny(t, "qwen2-tied", 43)
+		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}}, 9); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 44)
+		b := m.Base()
+		m.SetEngine(order[0])
+		b.SetEngine(order[1])
+		for range 2 { // each pass moves the weights to its engine
+			if _, err := m.Score(ctx, seqs, false); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Score(ctx, seqs, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range seqs {
+				if !slices.Equal(got.LogProbs[i], want.LogProbs[i]) || !slices.Equal(got.Entropy[i], want.Entropy[i]) {
+					t.Fatalf("%s: Base scores sequence %d %v, the model without adapters %v", name, i, got.LogProbs[i], want.LogProbs[i])
+				}
+			}
+			if b.host != nil || b.params != nil || (m.host == nil) == (m.params == nil) {
+				t.Fatalf("%s: Base holds host %v tensors %v, the adapted model host %v tensors %v: want one copy, the adapted model's",
+					name, b.host != nil, b.params != nil, m.host != nil, m.params != nil)
+			}
+		}
+		c, err := b.Clone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(c.allParams(), plain.allParams()) {
+			t.Errorf("%s: a Clone of Base has other weights than the model without adapters", name)
+		}
+		if _, err := NewTrainer(b, OptimizerConfig{}); err == nil || !strings.Contains(err.Error(), "frozen") {
+			t.Errorf("%s: NewTrainer of Base: error %v, want one saying the base is frozen", name, err)
+		}
+		if err := b.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}}, 1); err == nil || !strings.Contains(err.Error(), "frozen") {
+			t.Errorf("%s: AddLoRA on Base: error %v, want one saying the base is frozen", name, err)
 		}
 	}
 }

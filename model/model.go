@@ -45,6 +45,13 @@ type Model struct {
 	params []*tensors.Tensor // nil while host holds the parameters
 	host   []float32         // every parameter back to back (host.go); nil while params hold them
 	dec    *decoder          // the native engine's views of host, built on demand
+	// baseDec is, for a model with LoRA adapters, the views of host without
+	// the adapters: the native decoder of its Base.
+	baseDec *decoder
+	// baseOf is, for the model Base returns, the adapted model whose
+	// parameters (its one copy of the base) this one reads: it holds none
+	// of its own.
+	baseOf *Model
 
 	execMu sync.Mutex
 	execs  map[string]*Exec
@@ -118,14 +125,15 @@ func (m *Model) NumParams() int64 {
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
 	c.engine, c.gen = m.engine, m.gen
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.host != nil {
-		c.host = append([]float32(nil), m.host...)
+	o := m.owner()
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.host != nil {
+		c.host = append([]float32(nil), o.host...)
 		return c, nil
 	}
-	c.params = make([]*tensors.Tensor, len(m.params))
-	for i, p := range m.params {
+	c.params = make([]*tensors.Tensor, len(o.params))
+	for i, p := range o.params {
 		t, err := p.LocalClone()
 		if err != nil {
 			return nil, fmt.Errorf("model: clone %s: %w", m.specs[i].name, err)
@@ -142,6 +150,9 @@ func (m *Model) Clone() (*Model, error) {
 // For a model with LoRA adapters the adapters' tensors follow the base
 // parameters, as the graphs take them (see Model.exec).
 func (m *Model) snapshot() []*tensors.Tensor {
+	if o := m.baseOf; o != nil {
+		return o.snapshot()[:len(m.specs)]
+	}
 	m.mu.RLock()
 	if p := m.graphParams(); p != nil {
 		m.mu.RUnlock()
@@ -152,7 +163,7 @@ func (m *Model) snapshot() []*tensors.Tensor {
 	defer m.mu.Unlock()
 	if m.params == nil {
 		m.params = tensorsFromFlat(m.specs, m.host)
-		m.host, m.dec = nil, nil
+		m.host, m.dec, m.baseDec = nil, nil, nil
 	}
 	if ad := m.lora; ad != nil && ad.params == nil {
 		ad.params = tensorsFromFlat(ad.specs, ad.host)
@@ -178,16 +189,26 @@ func (m *Model) graphParams() []*tensors.Tensor {
 
 // decoder returns the native decoder over the host parameters, moving them
 // to the host first if needed, with m.mu held shared: the caller runs its
-// pass and then calls release. Apply waits for the pass to end.
+// pass and then calls release. Apply waits for the pass to end. The
+// decoder of Base's model is its adapted model's without the adapters.
 func (m *Model) decoder() (dec *decoder, release func(), err error) {
+	if o := m.baseOf; o != nil {
+		return o.loadDecoder(&o.baseDec, false)
+	}
+	return m.loadDecoder(&m.dec, true)
+}
+
+// loadDecoder returns *slot, m.dec or m.baseDec, building it if needed, as
+// decoder does; adapted says whether it carries the adapters.
+func (m *Model) loadDecoder(slot **decoder, adapted bool) (dec *decoder, release func(), err error) {
 	for {
 		m.mu.RLock()
-		if m.dec != nil {
-			return m.dec, m.mu.RUnlock, nil
+		if *slot != nil {
+			return *slot, m.mu.RUnlock, nil
 		}
 		m.mu.RUnlock()
 		m.mu.Lock()
-		if m.dec == nil {
+		if *slot == nil {
 			if m.host == nil {
 				if m.params[0].DType() != dtypes.Float32 {
 					m.mu.Unlock()
@@ -196,11 +217,12 @@ func (m *Model) decoder() (dec *decoder, release func(), err error) {
 				m.host = flatFromTensors(m.specs, m.params)
 				m.params = nil
 			}
-			m.dec = newDecoder(m.cfg, m.specs, m.host)
-			if m.lora != nil {
-				m.lora.attach(m.dec, m.lora.onHost(), true)
+			dec := newDecoder(m.cfg, m.specs, m.host)
+			if adapted && m.lora != nil {
+				m.lora.attach(dec, m.lora.onHost(), true)
 			}
-			m.dec.pack()
+			dec.pack()
+			*slot = dec
 		}
 		m.mu.Unlock()
 	}
@@ -213,10 +235,19 @@ func (m *Model) install(params []*tensors.Tensor) {
 	if m.lora != nil {
 		m.lora.params, m.lora.host = params, nil
 	} else {
-		m.params, m.host = params, nil
+		m.params, m.host, m.baseDec = params, nil, nil
 	}
 	m.dec = nil
 	m.mu.Unlock()
+}
+
+// owner is the model holding m's parameters: m, or for Base's model the
+// adapted model.
+func (m *Model) owner() *Model {
+	if m.baseOf != nil {
+		return m.baseOf
+	}
+	return m
 }
 
 // exec returns the named Exec, building it on first use. fn receives the

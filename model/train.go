@@ -80,6 +80,9 @@ func NewTrainer(m *Model, opt OptimizerConfig) (*Trainer, error) {
 			return nil, fmt.Errorf("model: optimizer config: field %s is %v, out of range", f.name, f.v)
 		}
 	}
+	if m.baseOf != nil {
+		return nil, fmt.Errorf("model: the base of a model with LoRA adapters is frozen: train the adapted model, or a Clone of the base")
+	}
 	return &Trainer{m: m, opt: opt}, nil
 }
 
@@ -392,6 +395,9 @@ func (t *Trainer) adamHost(grads []float32, st adamStep) error {
 		})
 	}
 	m.dec = nil // a small model's packed weights are stale: the next pass packs them again
+	if m.lora == nil {
+		m.baseDec = nil
+	}
 	return nil
 }
 

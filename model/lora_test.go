@@ -131,7 +131,7 @@ func mergedFloat64(t *testing.T, m *Model) *Model {
 	}
 	ad := m.lora
 	av := map[string][]float32{}
-	for i, v := range flatViews(ad.specs, ad.host) {
+	for i, v := range flatViews(ad.specs, adapterValues(m)) {
 		av[ad.specs[i].name] = v
 	}
 	index := map[string]int{}

@@ -38,7 +38,7 @@ type Model struct {
 	dtype   dtypes.DType
 	specs   []paramSpec
 
-	// mu guards params, host, dec and the adapters' host and params: a
+	// mu guards params, host, dec, baseDec and the adapters' host and params: a
 	// native pass holds it shared for the whole pass, Apply and a move
 	// between host and tensors exclusively.
 	mu     sync.RWMutex

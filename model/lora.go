@@ -212,10 +212,10 @@ func (ad *adapters) onHost() []float32 {
 }
 
 // execKey is what the name of an Exec built for a model with ad says of
-// them: their configuration, which fixes the modules, ranks and scale the
-// graph is built with.
+// them: their whole configuration (every field, in Go syntax), which fixes
+// the modules, ranks and scale the graph is built with.
 func (ad *adapters) execKey() string {
-	return fmt.Sprintf("+lora%+v", ad.cfg)
+	return fmt.Sprintf("+lora%#v", ad.cfg)
 }
 
 // adapterSpecs lists the adapters' tensors for mods: for each product of

@@ -623,3 +623,37 @@ func TestLoRABaseSharesWeights(t *testing.T) {
 		}
 	}
 }
+
+// A graph built for adapters of one configuration is not reused for
+// adapters of another of the same shapes (here the scale differs).
+func TestLoRAExecsKeyedByConfig(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	m := newTiny(t, "llama-gqa", 47)
+	for i, alpha := range []float64{2, 8} {
+		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: alpha, Targets: []string{"q_proj", "down_proj"}}, 10); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 48)
+		var s [2]Scores
+		for j, e := range engines {
+			m.SetEngine(e)
+			var err error
+			if s[j], err = m.Score(ctx, seqs, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for r := range seqs {
+			for j, x := range s[0].LogProbs[r] {
+				if d := math.Abs(float64(x - s[1].LogProbs[r][j])); d > 1e-4 {
+					t.Fatalf("alpha %v: sequence %d token %d: native lp %v, graph %v", alpha, r, j, x, s[1].LogProbs[r][j])
+				}
+			}
+		}
+		if i == 0 {
+			if err := m.MergeLoRA(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

@@ -90,7 +90,7 @@ func (m *Model) SaveAdapters(dir, base string) error {
 	}
 	m.mu.RLock() // Apply waits until the adapters are written
 	defer m.mu.RUnlock()
-	if err := safetensors.WriteEntries(filepath.Join(dir, AdapterWeightsFile), entries(ad.specs, ad.host, nil, "", "F32"),
+	if err := safetensors.WriteEntries(filepath.Join(dir, AdapterWeightsFile), entries(ad.specs, ad.host, ad.params, "", "F32"),
 		map[string]string{"format": "pt"}); err != nil {
 		return fmt.Errorf("model: save adapters: %w", err)
 	}

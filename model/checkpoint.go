@@ -88,9 +88,10 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 	} else if err := os.Remove(genPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("model: save: %w", err) // another model's end tokens must not stay
 	}
-	m.mu.RLock() // Apply waits until the weights are written
-	defer m.mu.RUnlock()
-	_, err := safetensors.WriteSharded(dir, "model", entries(m.specs, m.host, m.params, "", stDType), safetensors.ShardOptions{
+	o := m.owner() // the adapted model, for Base's
+	o.mu.RLock()   // Apply waits until the weights are written
+	defer o.mu.RUnlock()
+	_, err := safetensors.WriteSharded(dir, "model", entries(m.specs, o.host, o.params, "", stDType), safetensors.ShardOptions{
 		MaxShardSize: opts.MaxShardSize, Metadata: map[string]string{"format": "pt"},
 		AlwaysIndex: true, // optimizer.safetensors may sit beside: vLLM would load it as weights without an index
 	})

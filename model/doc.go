@@ -150,6 +150,22 @@
 //     the two to the same sampled tokens, log-probs (1e-4), gradients (1e-4
 //     relative) and weights after training steps.
 //
+// # LoRA
+//
+// AddLoRA gives a float32 model low-rank adapters (lora.go): each targeted
+// linear layer y = x·Wᵀ computes y + scale·(x·Aᵀ)·Bᵀ, with PEFT's modules,
+// tensor names and initialization (B = 0, so a fresh adapter leaves the
+// model its base, bit for bit). Both engines run and train an adapted
+// model and are held to the same tolerances as without adapters. The
+// native engine adds each product's adapters in two products over the
+// product's input (native_lora.go); the graphs take the adapters as inputs
+// after the base parameters, A as [in,r] and B as [r,out], differentiate
+// with respect to them only, and keep their Execs apart from those of the
+// model without adapters (net_lora.go). The base is frozen: a Trainer
+// accumulates, clips and updates the adapters only, and its gradient
+// accumulator and moments are the adapters' size. The adapters move
+// between host and tensors with the base parameters, one copy at a time.
+//
 // # Memory
 //
 // A float32 model holds one copy of its parameters (host.go): on the host,

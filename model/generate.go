@@ -167,12 +167,8 @@ func (m *Model) EngineName() string {
 	return string(EngineGraph)
 }
 
-// native reports whether the model runs on the native decoder: a model
-// with LoRA adapters always does.
+// native reports whether the model runs on the native decoder.
 func (m *Model) native() bool {
-	if m.lora != nil {
-		return true
-	}
 	switch m.engine {
 	case EngineNative:
 		return m.dtype == dtypes.Float32

@@ -16,21 +16,30 @@ func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	p := fmt.Sprintf("h.%d.", l)
 	c := n.cfg
 
+	// proj is the linear layer named module (its LoRA adapters included),
+	// whose Hugging Face path has the "transformer." our names lack.
+	proj := func(x *Node, module string) *Node {
+		return n.adapt(linear(x, n.p(p+module+".weight"), n.p(p+module+".bias")), x, "transformer."+p+module)
+	}
 	h := layerNorm(x, n.p(p+"ln_1.weight"), n.p(p+"ln_1.bias"), c.NormEps)
 	// c_attn's output columns are q | k | v; three products on column slices
-	// of the weight avoid slicing the activations.
+	// of the weight avoid slicing the activations. Its adapters' inner
+	// activations are shared by the three.
 	w, b := n.p(p+"attn.c_attn.weight"), n.p(p+"attn.c_attn.bias")
+	path := "transformer." + p + "attn.c_attn"
+	u := n.loraInput(h, path)
 	part := func(i int) *Node {
 		d := c.Dim
 		y := linear(h, Slice(w, AxisRange(), AxisRange(i*d, (i+1)*d)), Slice(b, AxisRange(i*d, (i+1)*d)))
+		y = n.adaptColumns(y, u, path, i*d, (i+1)*d)
 		return splitHeads(y, c.Heads) // [B,T,H,Dh]
 	}
 	a, k, v := n.attend(l, part(0), keysTransposed(part(1)), headsFirst(part(2)), at)
-	x = Add(x, linear(a, n.p(p+"attn.c_proj.weight"), n.p(p+"attn.c_proj.bias")))
+	x = Add(x, proj(a, "attn.c_proj"))
 
 	h = layerNorm(x, n.p(p+"ln_2.weight"), n.p(p+"ln_2.bias"), c.NormEps)
-	h = n.activate(c.Activation, linear(h, n.p(p+"mlp.c_fc.weight"), n.p(p+"mlp.c_fc.bias")))
-	return Add(x, linear(h, n.p(p+"mlp.c_proj.weight"), n.p(p+"mlp.c_proj.bias"))), k, v
+	h = n.activate(c.Activation, proj(h, "mlp.c_fc"))
+	return Add(x, proj(h, "mlp.c_proj")), k, v
 }
 
 // linear is x [...,in] · w [in,out] (+ b [out]): GPT-2's Conv1D, and

@@ -146,6 +146,7 @@ func sumSquares(v []float32) float64 {
 // paramValues returns parameter i's values in the graph layout (its spec's
 // shape), wherever the model holds them. For tests and checks.
 func (m *Model) paramValues(i int) []float64 {
+	m = m.owner()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	if m.params != nil {
@@ -163,6 +164,7 @@ func (m *Model) paramValues(i int) []float64 {
 // setParamValues replaces parameter i's values, given in the graph layout.
 // For tests.
 func (m *Model) setParamValues(i int, v []float64) {
+	m = m.owner()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.specs[i]
@@ -173,7 +175,7 @@ func (m *Model) setParamValues(i int, v []float64) {
 		m.params[i] = tensorFrom(m.dtype, v, s.shape)
 		return
 	}
-	m.dec = nil // its packed weights, if any, are stale
+	m.dec, m.baseDec = nil, nil // their packed weights, if any, are stale
 	dst := flatViews(m.specs, m.host)[i]
 	for j, x := range v {
 		dst[s.fileIndex(j)] = float32(x)

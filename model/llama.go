@@ -21,22 +21,26 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	c := n.cfg
 	a := p + "self_attn."
 
+	// proj is the linear layer named module (its LoRA adapters included).
+	proj := func(x *Node, module string) *Node {
+		return n.adapt(linear(x, n.p(p+module+".weight"), n.optional(p+module+".bias")), x, p+module)
+	}
 	h := rmsNorm(x, n.p(p+"input_layernorm.weight"), c.NormEps)
-	q := splitHeads(linear(h, n.p(a+"q_proj.weight"), n.optional(a+"q_proj.bias")), c.Heads) // [B,T,H,Dh]
-	k = splitHeads(linear(h, n.p(a+"k_proj.weight"), n.optional(a+"k_proj.bias")), c.KVHeads)
-	v = splitHeads(linear(h, n.p(a+"v_proj.weight"), n.optional(a+"v_proj.bias")), c.KVHeads)
+	q := splitHeads(proj(h, "self_attn.q_proj"), c.Heads) // [B,T,H,Dh]
+	k = splitHeads(proj(h, "self_attn.k_proj"), c.KVHeads)
+	v = splitHeads(proj(h, "self_attn.v_proj"), c.KVHeads)
 	if c.QKNorm {
 		q = rmsNorm(q, n.p(a+"q_norm.weight"), c.NormEps)
 		k = rmsNorm(k, n.p(a+"k_norm.weight"), c.NormEps)
 	}
 	cos, sin := n.rotary(at, q)
 	att, k, v := n.attend(l, rotate(q, cos, sin), keysTransposed(rotate(k, cos, sin)), headsFirst(v), at)
-	x = Add(x, linear(att, n.p(a+"o_proj.weight"), n.optional(a+"o_proj.bias")))
+	x = Add(x, proj(att, "self_attn.o_proj"))
 
 	h = rmsNorm(x, n.p(p+"post_attention_layernorm.weight"), c.NormEps)
-	gate := n.silu(linear(h, n.p(p+"mlp.gate_proj.weight"), nil))
-	h = Mul(gate, linear(h, n.p(p+"mlp.up_proj.weight"), nil))
-	return Add(x, linear(h, n.p(p+"mlp.down_proj.weight"), nil)), k, v
+	gate := n.silu(proj(h, "mlp.gate_proj"))
+	h = Mul(gate, proj(h, "mlp.up_proj"))
+	return Add(x, proj(h, "mlp.down_proj")), k, v
 }
 
 // rotary returns the cos and sin tables [B,T,1,Dh] of the queries' positions,

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/gomlx/core/tensors"
 
 	"github.com/hacrl/hacrl/internal/kernel"
 )
@@ -184,15 +185,37 @@ const (
 )
 
 // adapters are a model's LoRA adapters: per module an A [r,in] and a B
-// [out,r], held flat on the host in the order of specs (the file layout).
-// The A matrices of the modules of one product (llama's q, k and v; gate
-// and up) are adjacent, so that the product's adapters take their input
-// in one product (see lowRank).
+// [out,r]. Like the base parameters (host.go) they are in one place at a
+// time, moved by the first pass of the other engine: flat on the host in
+// the order of specs (the file layout), for the native engine, or as
+// backend tensors in the graph layout (A [in,r], B [r,out]), for the
+// graphs. The A matrices of the modules of one product (llama's q, k and
+// v; gate and up) are adjacent, so that the product's adapters take their
+// input in one product (see lowRank). The model's mu guards host and
+// params.
 type adapters struct {
-	cfg   LoRA
-	mods  []loraModule
-	specs []paramSpec
-	host  []float32
+	cfg    LoRA
+	mods   []loraModule
+	specs  []paramSpec
+	host   []float32         // nil while params hold the adapters
+	params []*tensors.Tensor // nil while host holds them
+}
+
+// onHost returns the adapters' host buffer, moving them there first if
+// the tensors hold them. The model's mu must be held exclusively, or
+// shared while the host holds them.
+func (ad *adapters) onHost() []float32 {
+	if ad.host == nil {
+		ad.host, ad.params = flatFromTensors(ad.specs, ad.params), nil
+	}
+	return ad.host
+}
+
+// execKey is what the name of an Exec built for a model with ad says of
+// them: their whole configuration (every field, in Go syntax), which fixes
+// the modules, ranks and scale the graph is built with.
+func (ad *adapters) execKey() string {
+	return fmt.Sprintf("+lora%#v", ad.cfg)
 }
 
 // adapterSpecs lists the adapters' tensors for mods: for each product of
@@ -247,8 +270,8 @@ func (c Config) newAdapters(l LoRA, seed int64) (*adapters, error) {
 // AddLoRA gives m fresh adapters of configuration l (see newAdapters; seed
 // draws the A matrices), after which the base weights are frozen: a
 // Trainer of m updates the adapters only, Generate and Score run the
-// adapted model, and Base is the model without them. A model with adapters
-// runs on the native engine. m must be float32 and have none yet.
+// adapted model, and Base is the model without them. The adapted model
+// runs on either engine (SetEngine). m must be float32 and have none yet.
 func (m *Model) AddLoRA(l LoRA, seed int64) error {
 	if err := m.canAdapt(); err != nil {
 		return err
@@ -268,6 +291,9 @@ func (m *Model) canAdapt() error {
 	}
 	if m.lora != nil {
 		return fmt.Errorf("model: the model has LoRA adapters already")
+	}
+	if m.baseOf != nil {
+		return fmt.Errorf("model: the base of a model with LoRA adapters is frozen: adapt a Clone of it")
 	}
 	return nil
 }
@@ -301,22 +327,18 @@ func (m *Model) NumTrainable() int64 {
 	return n
 }
 
-// Base returns m without its adapters: a model sharing m's frozen base
-// weights (no copy), for instance the KL reference of a LoRA agent. It
-// returns m itself when m has no adapters.
+// Base returns m without its adapters: a model reading m's frozen base
+// weights (no copy, wherever either engine has moved them), for instance
+// the KL reference of a LoRA agent. It takes no Trainer and no adapters;
+// MergeLoRA on m changes what it computes. It returns m itself when m has
+// no adapters.
 func (m *Model) Base() *Model {
 	if m.lora == nil {
 		return m
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
 	b := blankModel(m.backend, m.cfg, m.dtype)
 	b.engine, b.gen = m.engine, m.gen
-	if m.host != nil {
-		b.host = m.host
-	} else {
-		b.params = m.params
-	}
+	b.baseOf = m
 	return b
 }
 
@@ -338,7 +360,7 @@ func (m *Model) MergeLoRA() error {
 	}
 	ad := m.lora
 	av := map[string][]float32{}
-	for i, v := range flatViews(ad.specs, ad.host) {
+	for i, v := range flatViews(ad.specs, ad.onHost()) {
 		av[ad.specs[i].name] = v
 	}
 	r, scale := ad.cfg.Rank, ad.cfg.scale()
@@ -363,6 +385,6 @@ func (m *Model) MergeLoRA() error {
 			}
 		})
 	}
-	m.lora, m.dec = nil, nil
+	m.lora, m.dec, m.baseDec = nil, nil, nil
 	return nil
 }

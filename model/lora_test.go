@@ -3,11 +3,13 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +38,9 @@ var loraCases = []struct {
 // change what the model computes (fresh ones are zero).
 func randomizeB(m *Model, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 5))
-	for i, v := range flatViews(m.lora.specs, m.lora.host) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, v := range flatViews(m.lora.specs, m.lora.onHost()) {
 		if strings.HasSuffix(m.lora.specs[i].name, loraBSufix) {
 			for j := range v {
 				v[j] = float32(0.3 * rng.NormFloat64())
@@ -53,17 +57,40 @@ func loraSeqs() ([]Sequence, [][]float32) {
 	return seqs, w
 }
 
+// adapterValues copies m's adapters, in the file layout, wherever m holds
+// them, without moving them.
+func adapterValues(m *Model) []float32 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.lora.params != nil {
+		return flatFromTensors(m.lora.specs, m.lora.params)
+	}
+	return slices.Clone(m.lora.host)
+}
+
+var engines = []Engine{EngineNative, EngineGraph}
+
 // Fresh adapters (B = 0) leave the model's scores and samples exactly its
-// base's, as PEFT's initialization does.
+// base's, as PEFT's initialization does, on either engine.
 func TestLoRAStartsAtBase(t *testing.T) {
+	for _, e := range engines {
+		t.Run(string(e), func(t *testing.T) { testLoRAStartsAtBase(t, e) })
+	}
+}
+
+func testLoRAStartsAtBase(t *testing.T, e Engine) {
 	ctx := context.Background()
 	seqs, _ := loraSeqs()
 	for _, c := range loraCases {
 		base := newTiny(t, c.model, 3)
-		base.SetEngine(EngineNative)
+		base.SetEngine(e)
 		m := newTiny(t, c.model, 3)
+		m.SetEngine(e)
 		if err := m.AddLoRA(LoRA{Rank: 4, Alpha: 8, Targets: c.targets}, 1); err != nil {
 			t.Fatal(err)
+		}
+		if m.EngineName() != string(e) {
+			t.Fatalf("%s %v: the adapted model runs on %s, want %s", c.model, c.targets, m.EngineName(), e)
 		}
 		want, err := base.Score(ctx, seqs, true)
 		if err != nil {
@@ -110,7 +137,7 @@ func mergedFloat64(t *testing.T, m *Model) *Model {
 	}
 	ad := m.lora
 	av := map[string][]float32{}
-	for i, v := range flatViews(ad.specs, ad.host) {
+	for i, v := range flatViews(ad.specs, adapterValues(m)) {
 		av[ad.specs[i].name] = v
 	}
 	index := map[string]int{}
@@ -193,13 +220,39 @@ func TestLoRAGradientsFiniteDifferences(t *testing.T) {
 	}
 }
 
-// A trainer of a model with adapters updates the adapters only: the base
-// weights, and Base's scores, stay what they were.
+// A trainer of a model with adapters updates the adapters only, on either
+// engine: the base weights, and Base's scores, stay what they were, and
+// both engines end at the same adapters.
 func TestLoRATrainsAdaptersOnly(t *testing.T) {
+	var final [2][][]float32
+	for i, e := range engines {
+		t.Run(string(e), func(t *testing.T) { final[i] = testLoRATrainsAdaptersOnly(t, e) })
+	}
+	if final[0] == nil || final[1] == nil {
+		return // reported above
+	}
+	worst := 0.0
+	for k, c := range loraCases {
+		for j, x := range final[0][k] {
+			d := math.Abs(float64(x - final[1][k][j]))
+			worst = max(worst, d)
+			if d > 1e-5 {
+				t.Fatalf("%s %v: adapter value %d after training: native %v, graph %v", c.model, c.targets, j, x, final[1][k][j])
+			}
+		}
+	}
+	t.Logf("largest difference of the adapters trained on the two engines: %.3g", worst)
+}
+
+// testLoRATrainsAdaptersOnly trains each case's adapters on engine e and
+// returns them.
+func testLoRATrainsAdaptersOnly(t *testing.T, e Engine) [][]float32 {
 	ctx := context.Background()
 	seqs, w := loraSeqs()
+	var final [][]float32
 	for _, c := range loraCases {
 		m := newTiny(t, c.model, 7)
+		m.SetEngine(e)
 		before := m.allParams()
 		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: c.targets}, 3); err != nil {
 			t.Fatal(err)
@@ -209,7 +262,7 @@ func TestLoRATrainsAdaptersOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 0.05, WeightDecay: 0.1})
+		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 5e-3, WeightDecay: 0.1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +299,9 @@ func TestLoRATrainsAdaptersOnly(t *testing.T) {
 				t.Fatalf("%s %v: Base scores changed in training", c.model, c.targets)
 			}
 		}
+		final = append(final, adapterValues(m))
 	}
+	return final
 }
 
 // MergeLoRA folds the adapters into the weights: the merged model scores
@@ -337,6 +392,274 @@ func TestLoRATargets(t *testing.T) {
 		}
 		if len(mods) != len(got)*cfg.Layers {
 			t.Errorf("%s %q: %d modules over %d layers, want %d per layer", c.model, c.targets, len(mods), cfg.Layers, len(got))
+		}
+	}
+}
+
+// With non-zero adapters the graph engine computes what the native one
+// does: the same scores and entropies and the same greedy samples, within
+// float32 rounding. The graphs are first built before the adapters are
+// added, and again after they are merged: neither graph is reused for the
+// other model.
+func TestLoRAEnginesAgree(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	prompts := [][]int{{1, 2}, {3}, {4, 5, 6, 7}}
+	opt := SampleOptions{MaxNewTokens: 6, Greedy: true}
+	near := func(a, b float32) bool { return math.Abs(float64(a-b)) <= 1e-4 }
+	for _, c := range loraCases {
+		m := newTiny(t, c.model, 19)
+		m.SetEngine(EngineGraph)
+		base, err := m.Score(ctx, seqs, true) // builds the graphs of the model without adapters
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Generate(ctx, prompts, opt, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.AddLoRA(LoRA{Rank: 3, Alpha: 6, Targets: c.targets}, 8); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 20)
+		var scores [2]Scores
+		var samples [2][]Sample
+		for i, e := range engines {
+			m.SetEngine(e)
+			if scores[i], err = m.Score(ctx, seqs, true); err != nil {
+				t.Fatal(err)
+			}
+			if samples[i], err = m.Generate(ctx, prompts, opt, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		moved := 0.0
+		for r := range seqs {
+			for j, x := range scores[0].LogProbs[r] {
+				g := scores[1].LogProbs[r][j]
+				if !near(x, g) || !near(scores[0].Entropy[r][j], scores[1].Entropy[r][j]) {
+					t.Errorf("%s %v: sequence %d token %d: native lp %v entropy %v, graph %v %v", c.model, c.targets, r, j,
+						x, scores[0].Entropy[r][j], g, scores[1].Entropy[r][j])
+				}
+				moved = math.Max(moved, math.Abs(float64(g-base.LogProbs[r][j])))
+			}
+		}
+		if moved < 1e-3 {
+			t.Errorf("%s %v: the adapters moved the graph's log-probs by only %g: the graph ignored them", c.model, c.targets, moved)
+		}
+		for r := range prompts {
+			n, g := samples[0][r], samples[1][r]
+			if !slices.Equal(n.Tokens, g.Tokens) {
+				t.Fatalf("%s %v: greedy row %d: native %v, graph %v", c.model, c.targets, r, n.Tokens, g.Tokens)
+			}
+			for j := range n.LogProbs {
+				if !near(n.LogProbs[j], g.LogProbs[j]) {
+					t.Errorf("%s %v: greedy row %d token %d: native log-prob %v, graph %v", c.model, c.targets, r, j, n.LogProbs[j], g.LogProbs[j])
+				}
+			}
+		}
+		// Merged, the model runs the graphs of a model without adapters again.
+		want := scores[0]
+		if err := m.MergeLoRA(); err != nil {
+			t.Fatal(err)
+		}
+		m.SetEngine(EngineGraph)
+		got, err := m.Score(ctx, seqs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r := range seqs {
+			for j, x := range want.LogProbs[r] {
+				if !near(x, got.LogProbs[r][j]) {
+					t.Errorf("%s %v: merged, on the graphs: sequence %d token %d: lp %v, adapted %v", c.model, c.targets, r, j, got.LogProbs[r][j], x)
+				}
+			}
+		}
+	}
+}
+
+// The graphs' adapter gradients, accumulated over two calls, match the
+// native engine's, and so do the log-probs they return.
+func TestLoRAGradientsMatchGraph(t *testing.T) {
+	ctx := context.Background()
+	seqs, w := loraSeqs()
+	for _, c := range loraCases {
+		m := newTiny(t, c.model, 21)
+		if err := m.AddLoRA(LoRA{Rank: 3, Alpha: 5, Targets: c.targets}, 6); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 22)
+		var acc [2][][]float64
+		var lps [2][][]float32
+		for i, e := range engines {
+			m.SetEngine(e)
+			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lps[i], err = tr.Accumulate(ctx, seqs[:1], w[:1]); err != nil {
+				t.Fatal(err)
+			}
+			lp, err := tr.Accumulate(ctx, seqs[1:], w[1:])
+			if err != nil {
+				t.Fatal(err)
+			}
+			lps[i] = append(lps[i], lp...)
+			acc[i] = tr.accumulated()
+		}
+		for r := range lps[0] {
+			for j := range lps[0][r] {
+				if d := math.Abs(float64(lps[0][r][j] - lps[1][r][j])); d > 1e-4 {
+					t.Errorf("%s %v: sequence %d token %d: native lp %v, graph %v", c.model, c.targets, r, j, lps[0][r][j], lps[1][r][j])
+				}
+			}
+		}
+		if len(acc[1]) != len(m.lora.specs) {
+			t.Fatalf("%s %v: the graph accumulated %d gradients, want one per adapter tensor (%d)", c.model, c.targets, len(acc[1]), len(m.lora.specs))
+		}
+		for i, s := range m.lora.specs {
+			nat, gr := acc[0][i], acc[1][i]
+			diff, norm := 0.0, 0.0
+			for j := range gr {
+				diff += (nat[j] - gr[j]) * (nat[j] - gr[j])
+				norm += gr[j] * gr[j]
+			}
+			if norm == 0 {
+				t.Errorf("%s %v: %s: zero gradient", c.model, c.targets, s.name)
+			}
+			if math.Sqrt(diff) > 1e-4*math.Sqrt(norm)+1e-6 {
+				t.Errorf("%s %v: %s: native gradient differs from the graph's by %.3g (norm %.3g)", c.model, c.targets, s.name, math.Sqrt(diff), math.Sqrt(norm))
+			}
+		}
+	}
+}
+
+// Switching engines between micro-batches keeps an adapted model's
+// accumulated gradient.
+func TestLoRAEngineSwitchKeepsAccumulation(t *testing.T) {
+	ctx := context.Background()
+	seqs, w := loraSeqs()
+	for _, c := range []struct{ model string }{{"qwen3-gqa"}, {"gpt-tanh"}} {
+		grads := func(engines ...Engine) [][]float64 {
+			m := newTiny(t, c.model, 41)
+			if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}}, 7); err != nil {
+				t.Fatal(err)
+			}
+			randomizeB(m, 42)
+			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range engines {
+				m.SetEngine(e)
+				if _, err := tr.Accumulate(ctx, seqs[i:i+1], w[i:i+1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return tr.accumulated()
+		}
+		want := grads(EngineNative, EngineNative, EngineNative)
+		for _, order := range [][]Engine{{EngineNative, EngineGraph, EngineNative}, {EngineGraph, EngineNative, EngineGraph}} {
+			got := grads(order...)
+			if len(got) != len(want) {
+				t.Fatalf("%s %v: %d gradients, want %d", c.model, order, len(got), len(want))
+			}
+			for i := range want {
+				for j := range want[i] {
+					if math.Abs(got[i][j]-want[i][j]) > 1e-5+1e-4*math.Abs(want[i][j]) {
+						t.Fatalf("%s %v: adapter tensor %d [%d]: %v after switching engines, %v without", c.model, order, i, j, got[i][j], want[i][j])
+					}
+				}
+			}
+		}
+	}
+}
+
+// Base's model reads its adapted model's one copy of the base weights on
+// either engine, wherever the other engine has moved them, and computes
+// what the model without adapters does; it takes no trainer or adapters.
+func TestLoRABaseSharesWeights(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	for _, order := range [][2]Engine{{EngineNative, EngineGraph}, {EngineGraph, EngineNative}, {EngineGraph, EngineGraph}, {EngineNative, EngineNative}} {
+		name := fmt.Sprintf("adapted on %s, base on %s", order[0], order[1])
+		plain := newTiny(t, "qwen2-tied", 43)
+		plain.SetEngine(order[1])
+		want, err := plain.Score(ctx, seqs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newTiny(t, "qwen2-tied", 43)
+		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}}, 9); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 44)
+		b := m.Base()
+		m.SetEngine(order[0])
+		b.SetEngine(order[1])
+		for range 2 { // each pass moves the weights to its engine
+			if _, err := m.Score(ctx, seqs, false); err != nil {
+				t.Fatal(err)
+			}
+			got, err := b.Score(ctx, seqs, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range seqs {
+				if !slices.Equal(got.LogProbs[i], want.LogProbs[i]) || !slices.Equal(got.Entropy[i], want.Entropy[i]) {
+					t.Fatalf("%s: Base scores sequence %d %v, the model without adapters %v", name, i, got.LogProbs[i], want.LogProbs[i])
+				}
+			}
+			if b.host != nil || b.params != nil || (m.host == nil) == (m.params == nil) {
+				t.Fatalf("%s: Base holds host %v tensors %v, the adapted model host %v tensors %v: want one copy, the adapted model's",
+					name, b.host != nil, b.params != nil, m.host != nil, m.params != nil)
+			}
+		}
+		c, err := b.Clone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(c.allParams(), plain.allParams()) {
+			t.Errorf("%s: a Clone of Base has other weights than the model without adapters", name)
+		}
+		if _, err := NewTrainer(b, OptimizerConfig{}); err == nil || !strings.Contains(err.Error(), "frozen") {
+			t.Errorf("%s: NewTrainer of Base: error %v, want one saying the base is frozen", name, err)
+		}
+		if err := b.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}}, 1); err == nil || !strings.Contains(err.Error(), "frozen") {
+			t.Errorf("%s: AddLoRA on Base: error %v, want one saying the base is frozen", name, err)
+		}
+	}
+}
+
+// A graph built for adapters of one configuration is not reused for
+// adapters of another of the same shapes (here the scale differs).
+func TestLoRAExecsKeyedByConfig(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	m := newTiny(t, "llama-gqa", 47)
+	for i, alpha := range []float64{2, 8} {
+		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: alpha, Targets: []string{"q_proj", "down_proj"}}, 10); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 48)
+		var s [2]Scores
+		for j, e := range engines {
+			m.SetEngine(e)
+			var err error
+			if s[j], err = m.Score(ctx, seqs, false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for r := range seqs {
+			for j, x := range s[0].LogProbs[r] {
+				if d := math.Abs(float64(x - s[1].LogProbs[r][j])); d > 1e-4 {
+					t.Fatalf("alpha %v: sequence %d token %d: native lp %v, graph %v", alpha, r, j, x, s[1].LogProbs[r][j])
+				}
+			}
+		}
+		if i == 0 {
+			if err := m.MergeLoRA(); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
@@ -474,6 +797,52 @@ func TestAdapterFilesRefused(t *testing.T) {
 		err := newTiny(t, "llama-gqa", 1).LoadAdapters(dir)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: LoadAdapters: %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A clone of an adapted model carries its own copy of the adapters, on
+// either engine: it scores what the model does, and training one leaves
+// the other as it was.
+func TestLoRACloneCopiesAdapters(t *testing.T) {
+	ctx := context.Background()
+	seqs, w := loraSeqs()
+	for _, engine := range []Engine{EngineNative, EngineGraph} {
+		m := newTiny(t, "llama-gqa", 17)
+		m.SetEngine(engine)
+		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}}, 8); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 18)
+		want, err := m.Score(ctx, seqs, false) // the graph engine moves the adapters to tensors
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := m.Clone()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := c.LoRA(); !ok {
+			t.Fatalf("%s: the clone has no adapters", engine)
+		}
+		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 0.05})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tr.Apply(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+		got, err := c.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range seqs {
+			if !slices.Equal(got.LogProbs[i], want.LogProbs[i]) {
+				t.Fatalf("%s: the clone scores %v, the model before its step %v", engine, got.LogProbs[i], want.LogProbs[i])
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/gomlx/compute"
@@ -29,19 +30,28 @@ var ErrNonFinite = errors.New("model: non-finite gradient")
 // A float32 model holds one copy of its parameters: on the host (host, the
 // native engine's, updated in place by Apply) or as backend tensors
 // (params, the graphs'); the first pass of the other engine moves them
-// (see host.go). A float64 model always holds tensors.
+// (see host.go), and its LoRA adapters with them. A float64 model always
+// holds tensors.
 type Model struct {
 	cfg     Config
 	backend compute.Backend
 	dtype   dtypes.DType
 	specs   []paramSpec
 
-	// mu guards params, host and dec: a native pass holds it shared for the
-	// whole pass, Apply and a move between host and tensors exclusively.
+	// mu guards params, host, dec, baseDec and the adapters' host and params: a
+	// native pass holds it shared for the whole pass, Apply and a move
+	// between host and tensors exclusively.
 	mu     sync.RWMutex
 	params []*tensors.Tensor // nil while host holds the parameters
 	host   []float32         // every parameter back to back (host.go); nil while params hold them
 	dec    *decoder          // the native engine's views of host, built on demand
+	// baseDec is, for a model with LoRA adapters, the views of host without
+	// the adapters: the native decoder of its Base.
+	baseDec *decoder
+	// baseOf is, for the model Base returns, the adapted model whose
+	// parameters (its one copy of the base) this one reads: it holds none
+	// of its own.
+	baseOf *Model
 
 	execMu sync.Mutex
 	execs  map[string]*Exec
@@ -116,19 +126,23 @@ func (m *Model) NumParams() int64 {
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
 	c.engine, c.gen = m.engine, m.gen
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.lora != nil {
-		ad := *m.lora
-		ad.host = append([]float32(nil), m.lora.host...)
-		c.lora = &ad
+	o := m.owner()
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if ad := m.lora; ad != nil { // the clone gets its own copy of the adapters
+		c.lora = &adapters{cfg: ad.cfg, mods: ad.mods, specs: ad.specs}
+		if ad.host != nil {
+			c.lora.host = append([]float32(nil), ad.host...)
+		} else {
+			c.lora.host = flatFromTensors(ad.specs, ad.params)
+		}
 	}
-	if m.host != nil {
-		c.host = append([]float32(nil), m.host...)
+	if o.host != nil {
+		c.host = append([]float32(nil), o.host...)
 		return c, nil
 	}
-	c.params = make([]*tensors.Tensor, len(m.params))
-	for i, p := range m.params {
+	c.params = make([]*tensors.Tensor, len(o.params))
+	for i, p := range o.params {
 		t, err := p.LocalClone()
 		if err != nil {
 			return nil, fmt.Errorf("model: clone %s: %w", m.specs[i].name, err)
@@ -141,9 +155,15 @@ func (m *Model) Clone() (*Model, error) {
 // snapshot returns the parameters as backend tensors for the graphs,
 // moving them off the host first if needed. They are never modified in
 // place, so the caller may use them while a Trainer installs new ones.
+//
+// For a model with LoRA adapters the adapters' tensors follow the base
+// parameters, as the graphs take them (see Model.exec).
 func (m *Model) snapshot() []*tensors.Tensor {
+	if o := m.baseOf; o != nil {
+		return o.snapshot()[:len(m.specs)]
+	}
 	m.mu.RLock()
-	if p := m.params; p != nil {
+	if p := m.graphParams(); p != nil {
 		m.mu.RUnlock()
 		return p
 	}
@@ -152,23 +172,52 @@ func (m *Model) snapshot() []*tensors.Tensor {
 	defer m.mu.Unlock()
 	if m.params == nil {
 		m.params = tensorsFromFlat(m.specs, m.host)
-		m.host, m.dec = nil, nil
+		m.host, m.dec, m.baseDec = nil, nil, nil
 	}
-	return m.params
+	if ad := m.lora; ad != nil && ad.params == nil {
+		ad.params = tensorsFromFlat(ad.specs, ad.host)
+		ad.host, m.dec = nil, nil
+	}
+	return m.graphParams()
+}
+
+// graphParams returns the graphs' parameter inputs, or nil if some of them
+// are on the host. m.mu must be held.
+func (m *Model) graphParams() []*tensors.Tensor {
+	if m.params == nil {
+		return nil
+	}
+	if m.lora == nil {
+		return m.params
+	}
+	if m.lora.params == nil {
+		return nil
+	}
+	return append(slices.Clip(m.params), m.lora.params...)
 }
 
 // decoder returns the native decoder over the host parameters, moving them
 // to the host first if needed, with m.mu held shared: the caller runs its
-// pass and then calls release. Apply waits for the pass to end.
+// pass and then calls release. Apply waits for the pass to end. The
+// decoder of Base's model is its adapted model's without the adapters.
 func (m *Model) decoder() (dec *decoder, release func(), err error) {
+	if o := m.baseOf; o != nil {
+		return o.loadDecoder(&o.baseDec, false)
+	}
+	return m.loadDecoder(&m.dec, true)
+}
+
+// loadDecoder returns *slot, m.dec or m.baseDec, building it if needed, as
+// decoder does; adapted says whether it carries the adapters.
+func (m *Model) loadDecoder(slot **decoder, adapted bool) (dec *decoder, release func(), err error) {
 	for {
 		m.mu.RLock()
-		if m.dec != nil {
-			return m.dec, m.mu.RUnlock, nil
+		if *slot != nil {
+			return *slot, m.mu.RUnlock, nil
 		}
 		m.mu.RUnlock()
 		m.mu.Lock()
-		if m.dec == nil {
+		if *slot == nil {
 			if m.host == nil {
 				if m.params[0].DType() != dtypes.Float32 {
 					m.mu.Unlock()
@@ -177,28 +226,57 @@ func (m *Model) decoder() (dec *decoder, release func(), err error) {
 				m.host = flatFromTensors(m.specs, m.params)
 				m.params = nil
 			}
-			m.dec = newDecoder(m.cfg, m.specs, m.host)
-			if m.lora != nil {
-				m.lora.attach(m.dec, m.lora.host, true)
+			dec := newDecoder(m.cfg, m.specs, m.host)
+			if adapted && m.lora != nil {
+				m.lora.attach(dec, m.lora.onHost(), true)
 			}
-			m.dec.pack()
+			dec.pack()
+			*slot = dec
 		}
 		m.mu.Unlock()
 	}
 }
 
+// install takes the parameters a graph step trained, in the graph layout:
+// the adapters of a model with LoRA adapters, else all its parameters.
 func (m *Model) install(params []*tensors.Tensor) {
 	m.mu.Lock()
-	m.params, m.host, m.dec = params, nil, nil
+	if m.lora != nil {
+		m.lora.params, m.lora.host = params, nil
+	} else {
+		m.params, m.host, m.baseDec = params, nil, nil
+	}
+	m.dec = nil
 	m.mu.Unlock()
 }
 
+// owner is the model holding m's parameters: m, or for Base's model the
+// adapted model.
+func (m *Model) owner() *Model {
+	if m.baseOf != nil {
+		return m.baseOf
+	}
+	return m
+}
+
 // exec returns the named Exec, building it on first use. fn receives the
-// network (parameters bound to the first inputs) and the remaining inputs.
+// network (parameters bound to the first inputs: the base parameters, then
+// the LoRA adapters' if m has any) and the remaining inputs. An Exec built
+// for a model with adapters is kept apart from one built without, or with
+// adapters of another configuration: the name it is kept under says which.
 func (m *Model) exec(name string, fn func(n *net, in []*Node) []*Node) *Exec {
-	np := len(m.specs)
+	np, ad := len(m.specs), m.lora
+	if ad != nil {
+		name += ad.execKey()
+	}
 	return m.rawExec(name, func(in []*Node) []*Node {
-		return fn(newNet(m.cfg, m.specs, in[:np]), in[np:])
+		n := newNet(m.cfg, m.specs, in[:np])
+		in = in[np:]
+		if ad != nil {
+			n.lora = newLoRANet(ad, in[:len(ad.specs)])
+			in = in[len(ad.specs):]
+		}
+		return fn(n, in)
 	})
 }
 

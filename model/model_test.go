@@ -1317,7 +1317,7 @@ func (t *Trainer) accumulated() [][]float64 {
 		out = append(out, float64s(a))
 	}
 	if t.pending {
-		for _, g := range tensorsFromFlat(t.m.specs, t.hostAcc) {
+		for _, g := range tensorsFromFlat(t.specs(), t.hostAcc) {
 			out = append(out, float64s(g))
 		}
 	}

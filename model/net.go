@@ -14,9 +14,11 @@ import (
 // parameters as graph nodes, by Hugging Face name.
 type net struct {
 	cfg    Config
+	specs  []paramSpec
 	params []*Node // in paramSpecs order
 	w      map[string]*Node
-	train  bool // the graph takes gradients: wire the hand-written backward passes
+	train  bool     // the graph takes gradients: wire the hand-written backward passes
+	lora   *loraNet // the LoRA adapters (net_lora.go), or nil
 }
 
 func newNet(cfg Config, specs []paramSpec, params []*Node) *net {
@@ -24,7 +26,7 @@ func newNet(cfg Config, specs []paramSpec, params []*Node) *net {
 	for i, s := range specs {
 		w[s.name] = params[i]
 	}
-	return &net{cfg: cfg, params: params, w: w}
+	return &net{cfg: cfg, specs: specs, params: params, w: w}
 }
 
 func (n *net) p(name string) *Node {

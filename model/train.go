@@ -80,6 +80,9 @@ func NewTrainer(m *Model, opt OptimizerConfig) (*Trainer, error) {
 			return nil, fmt.Errorf("model: optimizer config: field %s is %v, out of range", f.name, f.v)
 		}
 	}
+	if m.baseOf != nil {
+		return nil, fmt.Errorf("model: the base of a model with LoRA adapters is frozen: train the adapted model, or a Clone of the base")
+	}
 	return &Trainer{m: m, opt: opt}, nil
 }
 
@@ -219,16 +222,19 @@ func (t *Trainer) nativeMoments() (mom, vel []float32) {
 	return t.hostMom, t.hostVel
 }
 
-// surrogateGrads returns the gradients of Σ weights·lp with respect to every
-// parameter, and lp [B,T].
+// surrogateGrads returns the gradients of Σ weights·lp with respect to the
+// trainable parameters (every parameter, or an adapted model's adapters),
+// and lp [B,T].
 func surrogateGrads(n *net, tokens, targets, weights *Node) (grads []*Node, lp *Node) {
 	n.train = true
 	lp, _ = n.tokenLogProbs(n.head(fullSequence(n, tokens)), targets, false)
 	surrogate := ReduceAllSum(Mul(ConvertDType(weights, lp.DType()), lp))
-	return Gradient(surrogate, n.params...), lp
+	params, _ := n.trainable()
+	return Gradient(surrogate, params...), lp
 }
 
-// gradExec: tokens, targets, weights → gradients…, lp.
+// gradExec: tokens, targets, weights → gradients… (of the trainable
+// parameters), lp.
 func (m *Model) gradExec() *Exec {
 	return m.exec("grad", func(n *net, in []*Node) []*Node {
 		grads, lp := surrogateGrads(n, in[0], in[1], in[2])
@@ -371,7 +377,7 @@ func (t *Trainer) adamHost(grads []float32, st adamStep) error {
 	defer m.mu.Unlock()
 	specs, params := m.specs, m.host
 	if m.lora != nil {
-		specs, params = m.lora.specs, m.lora.host
+		specs, params = m.lora.specs, m.lora.onHost()
 	} else if m.host == nil { // the parameters are tensors: a graph pass ran since the gradient was taken
 		m.host, m.params = flatFromTensors(m.specs, m.params), nil
 		params = m.host
@@ -389,6 +395,9 @@ func (t *Trainer) adamHost(grads []float32, st adamStep) error {
 		})
 	}
 	m.dec = nil // a small model's packed weights are stale: the next pass packs them again
+	if m.lora == nil {
+		m.baseDec = nil
+	}
 	return nil
 }
 
@@ -403,19 +412,22 @@ func (m *Model) normExec() *Exec {
 	})
 }
 
-// adamExec: lr, clip scale, 1−β₁ᵗ, 1−β₂ᵗ, gradients…, m…, v… → params…, m…, v….
+// adamExec: lr, clip scale, 1−β₁ᵗ, 1−β₂ᵗ, gradients…, m…, v… → params…,
+// m…, v…, over the trainable parameters (every parameter, or an adapted
+// model's adapters).
 func (m *Model) adamExec(o OptimizerConfig) *Exec {
 	return m.exec(fmt.Sprintf("adamw%+v", o), func(n *net, in []*Node) []*Node {
-		np := len(n.params)
+		trainable, specs := n.trainable()
+		np := len(trainable)
 		lr, scale, bc1, bc2 := in[0], in[1], in[2], in[3]
 		grads, mom, vel := in[4:4+np], in[4+np:4+2*np], in[4+2*np:]
 		params := make([]*Node, np)
-		for i, p := range n.params {
+		for i, p := range trainable {
 			g := Mul(grads[i], scale)
 			mom[i] = Add(MulScalar(mom[i], o.Beta1), MulScalar(g, 1-o.Beta1))
 			vel[i] = Add(MulScalar(vel[i], o.Beta2), MulScalar(Square(g), 1-o.Beta2))
 			update := Div(Div(mom[i], bc1), AddScalar(Sqrt(Div(vel[i], bc2)), o.Epsilon))
-			if m.specs[i].decay && o.WeightDecay > 0 {
+			if specs[i].decay && o.WeightDecay > 0 {
 				p = Sub(p, Mul(MulScalar(p, o.WeightDecay), lr))
 			}
 			params[i] = Sub(p, Mul(update, lr))

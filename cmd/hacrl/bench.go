@@ -118,7 +118,7 @@ bench/compare.sh runs both.`,
 			if memReadMB < 0 {
 				return usage("--mem-read-mb %d: want ≥ 0 (0: skip)", memReadMB)
 			}
-			lora, err := benchLoRA(loraRank, loraAlpha, loraTargets, cmd.Flags().Changed("lora-alpha"), engine)
+			lora, err := benchLoRA(loraRank, loraAlpha, loraTargets, cmd.Flags().Changed("lora-alpha"))
 			if err != nil {
 				return err
 			}
@@ -295,7 +295,7 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 // benchLoRA is the adapters of the --lora-* flags, nil for rank 0 (full
 // fine-tuning), or a usage error. alphaSet says whether --lora-alpha was
 // given (its default is 2·rank).
-func benchLoRA(rank int, alpha float64, targets string, alphaSet bool, engine string) (*model.LoRA, error) {
+func benchLoRA(rank int, alpha float64, targets string, alphaSet bool) (*model.LoRA, error) {
 	switch {
 	case rank < 0:
 		return nil, usage("--lora-rank %d: want ≥ 0 (0: full fine-tuning)", rank)
@@ -303,8 +303,6 @@ func benchLoRA(rank int, alpha float64, targets string, alphaSet bool, engine st
 		return nil, usage("--lora-alpha needs --lora-rank > 0")
 	case rank == 0:
 		return nil, nil
-	case engine == string(model.EngineGraph):
-		return nil, usage("--lora-rank %d: LoRA adapters run on the native engine, not --engine graph", rank)
 	}
 	if !alphaSet {
 		alpha = float64(2 * rank)

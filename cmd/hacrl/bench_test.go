@@ -214,8 +214,7 @@ func TestBenchEngineLoRA(t *testing.T) {
 	}
 
 	for _, bad := range [][]string{{"--lora-rank", "-1"}, {"--lora-alpha", "4"}, {"--lora-rank", "4", "--lora-alpha", "0"},
-		{"--lora-rank", "4", "--lora-targets", ","}, {"--lora-rank", "4", "--lora-targets", "c_attn"},
-		{"--lora-rank", "4", "--engine", "graph"}} {
+		{"--lora-rank", "4", "--lora-targets", ","}, {"--lora-rank", "4", "--lora-targets", "c_attn"}} {
 		r := run(t, bin, "", "", nil, append(base, bad...)...)
 		if r.code != 2 || !strings.Contains(r.stderr, "--lora-") {
 			t.Errorf("bench engine %v: exit %d, want 2 (usage) naming the flag\n%s", bad, r.code, r.stderr)

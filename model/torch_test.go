@@ -6,32 +6,12 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-)
 
-// torchPython returns an interpreter that imports torch: $PYTHON, or
-// Debian's /usr/bin/python3 with python3-torch (scripts/test.sh installs
-// it). Without one the test fails, saying how to get it, unless
-// HACRL_TORCH=skip.
-func torchPython(t *testing.T) string {
-	t.Helper()
-	python := os.Getenv("PYTHON")
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
-		if os.Getenv("HACRL_TORCH") == "skip" {
-			t.Skipf("HACRL_TORCH=skip: %s cannot import torch", python)
-		}
-		t.Fatalf("%s cannot import torch (%v: %s): run scripts/test.sh, which installs python3-torch with apt-get, "+
-			"set PYTHON to an interpreter with torch, or set HACRL_TORCH=skip", python, err, strings.TrimSpace(string(out)))
-	}
-	return python
-}
+	"github.com/hacrl/hacrl/internal/torchtest"
+)
 
 // Every llama-family tiny config (Qwen3's head_dim and q/k norms, Llama 3's
 // rotary scaling, Qwen2's biases, grouped-query attention), saved in the
@@ -40,7 +20,7 @@ func torchPython(t *testing.T) string {
 // reading of the saved config.json and model.safetensors
 // (bench/torch/hf_logprobs.py).
 func TestMatchesPyTorch(t *testing.T) {
-	python := torchPython(t)
+	python := torchtest.Python(t)
 	script, err := filepath.Abs(filepath.Join("..", "bench", "torch", "hf_logprobs.py"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hacrl/hacrl/internal/torchtest"
 	"github.com/hacrl/hacrl/model"
 )
 
@@ -222,32 +223,12 @@ func TestBenchEngineLoRA(t *testing.T) {
 	}
 }
 
-// torchPython returns an interpreter that imports torch, as model's
-// TestMatchesPyTorch finds it: $PYTHON, or Debian's /usr/bin/python3 with
-// python3-torch (scripts/test.sh installs it); without one the test fails
-// unless HACRL_TORCH=skip.
-func torchPython(t *testing.T) string {
-	t.Helper()
-	python := os.Getenv("PYTHON")
-	if python == "" {
-		python = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(python, "-c", "import torch").CombinedOutput(); err != nil {
-		if os.Getenv("HACRL_TORCH") == "skip" {
-			t.Skipf("HACRL_TORCH=skip: %s cannot import torch", python)
-		}
-		t.Fatalf("%s cannot import torch (%v: %s): run scripts/test.sh, set PYTHON to an interpreter with torch, "+
-			"or set HACRL_TORCH=skip", python, err, strings.TrimSpace(string(out)))
-	}
-	return python
-}
-
 // The PyTorch reference (bench/torch) trains the same LoRA adapters as
 // bench engine: on the same flags both report the same base and trainable
 // parameter counts and adapters, and its self-check (step 0 equals the base
 // bit for bit, the closed-form count, a frozen base) passes.
 func TestBenchLoRAMatchesTorch(t *testing.T) {
-	python := torchPython(t)
+	python := torchtest.Python(t)
 	bin := hacrlBin(t)
 	script := repoPath(t, "bench/torch/bench.py")
 	if out, err := exec.Command(python, script, "--check").CombinedOutput(); err != nil {

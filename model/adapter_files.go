@@ -169,12 +169,14 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 
 // LoadAdapters reads a PEFT LoRA adapter from dir (adapter_config.json and
 // adapter_model.safetensors, as SaveAdapters or PEFT writes them, tensors
-// in F32, BF16, F16 or F64) onto m, which must have none yet and be the
-// base the adapter was trained on. Every tensor of the file must be one of
-// the adapter's, and every adapted module must have its A and B; errors
-// name the file and the tensor.
+// in F32, BF16, F16 or F64) onto m, the base the adapter was trained on,
+// replacing the adapters m had (a resumed run restores its agents'
+// adapters so, on the base it holds already). Every tensor of the file must
+// be one of the adapter's, and every adapted module must have its A and B;
+// errors name the file and the tensor, and leave m as it was. Make a
+// Trainer after loading.
 func (m *Model) LoadAdapters(dir string) error {
-	if err := m.canAdapt(); err != nil {
+	if err := m.canAdapt(true); err != nil {
 		return err
 	}
 	l, _, err := ReadAdapterConfig(dir)

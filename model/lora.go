@@ -273,7 +273,7 @@ func (c Config) newAdapters(l LoRA, seed int64) (*adapters, error) {
 // adapted model, and Base is the model without them. The adapted model
 // runs on either engine (SetEngine). m must be float32 and have none yet.
 func (m *Model) AddLoRA(l LoRA, seed int64) error {
-	if err := m.canAdapt(); err != nil {
+	if err := m.canAdapt(false); err != nil {
 		return err
 	}
 	ad, err := m.cfg.newAdapters(l, seed)
@@ -284,12 +284,13 @@ func (m *Model) AddLoRA(l LoRA, seed int64) error {
 	return nil
 }
 
-// canAdapt reports why adapters cannot be added to m, if they cannot.
-func (m *Model) canAdapt() error {
+// canAdapt reports why adapters cannot be added to m, if they cannot;
+// with replace, adapters m has already do not stop it.
+func (m *Model) canAdapt(replace bool) error {
 	if m.dtype != dtypes.Float32 {
 		return fmt.Errorf("model: LoRA adapters need a float32 model, not %s", m.dtype)
 	}
-	if m.lora != nil {
+	if m.lora != nil && !replace {
 		return fmt.Errorf("model: the model has LoRA adapters already")
 	}
 	if m.baseOf != nil {

@@ -280,16 +280,16 @@ func (r *Run) readCheckpoint(dir string) (*loaded, error) {
 
 // loadCheckpointModel reads agent a's model from its directory ad in a
 // checkpoint: the whole model, or for a LoRA agent the saved adapters on
-// a's frozen base (shared, not copied: the base never changes in training).
+// a's frozen base, replacing a's adapters in place (the base never changes
+// in training, and its one copy is a's).
 func loadCheckpointModel(b compute.Backend, a *Agent, ad string) (*model.Model, error) {
 	if !a.isLoRA() {
 		return model.Load(b, ad)
 	}
-	m := a.Model.Base()
-	if err := m.LoadAdapters(ad); err != nil {
+	if err := a.Model.LoadAdapters(ad); err != nil {
 		return nil, err
 	}
-	return m, nil
+	return a.Model, nil
 }
 
 // checkIdentity checks that a checkpoint was written by this run's config:

@@ -179,9 +179,9 @@ func (l LoRA) matcher() (func(string) bool, error) {
 
 // PEFT's names of an adapter's tensors, under the model it wraps.
 const (
-	peftPrefix = "base_model.model."
-	loraASufix = ".lora_A.weight"
-	loraBSufix = ".lora_B.weight"
+	peftPrefix  = "base_model.model."
+	loraASuffix = ".lora_A.weight"
+	loraBSuffix = ".lora_B.weight"
 )
 
 // adapters are a model's LoRA adapters: per module an A [r,in] and a B
@@ -218,6 +218,22 @@ func (ad *adapters) execKey() string {
 	return fmt.Sprintf("+lora%#v", ad.cfg)
 }
 
+// productGroups splits mods (in block order) into the runs that adapt one
+// product of one layer: llama's q, k and v projections, its gate and up,
+// or a product's single module.
+func productGroups(mods []loraModule) [][]loraModule {
+	var groups [][]loraModule
+	for lo := 0; lo < len(mods); {
+		hi := lo + 1
+		for hi < len(mods) && mods[hi].layer == mods[lo].layer && mods[hi].proj == mods[lo].proj {
+			hi++
+		}
+		groups = append(groups, mods[lo:hi])
+		lo = hi
+	}
+	return groups
+}
+
 // adapterSpecs lists the adapters' tensors for mods: for each product of
 // each layer, the A of every module it adapts, then their B.
 func adapterSpecs(mods []loraModule, r int) []paramSpec {
@@ -225,18 +241,13 @@ func adapterSpecs(mods []loraModule, r int) []paramSpec {
 		return paramSpec{name: name, shape: []int{in, out}, decay: true, transposed: true}
 	}
 	var specs []paramSpec
-	for lo := 0; lo < len(mods); {
-		hi := lo + 1
-		for hi < len(mods) && mods[hi].layer == mods[lo].layer && mods[hi].proj == mods[lo].proj {
-			hi++
+	for _, group := range productGroups(mods) {
+		for _, mod := range group {
+			specs = append(specs, linear(peftPrefix+mod.path+loraASuffix, r, mod.in))
 		}
-		for _, mod := range mods[lo:hi] {
-			specs = append(specs, linear(peftPrefix+mod.path+loraASufix, r, mod.in))
+		for _, mod := range group {
+			specs = append(specs, linear(peftPrefix+mod.path+loraBSuffix, mod.out(), r))
 		}
-		for _, mod := range mods[lo:hi] {
-			specs = append(specs, linear(peftPrefix+mod.path+loraBSufix, mod.out(), r))
-		}
-		lo = hi
 	}
 	return specs
 }
@@ -256,7 +267,7 @@ func (c Config) newAdapters(l LoRA, seed int64) (*adapters, error) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 0x6c6f7261)) // "lora"
 	for i, v := range flatViews(ad.specs, ad.host) {
 		s := ad.specs[i]
-		if !strings.HasSuffix(s.name, loraASufix) {
+		if !strings.HasSuffix(s.name, loraASuffix) {
 			continue
 		}
 		bound := 1 / math.Sqrt(float64(s.shape[0])) // shape is [in,r]
@@ -366,7 +377,7 @@ func (m *Model) MergeLoRA() error {
 	}
 	r, scale := ad.cfg.Rank, ad.cfg.scale()
 	for _, mod := range ad.mods {
-		a, b := av[peftPrefix+mod.path+loraASufix], av[peftPrefix+mod.path+loraBSufix]
+		a, b := av[peftPrefix+mod.path+loraASuffix], av[peftPrefix+mod.path+loraBSuffix]
 		W := w[strings.TrimPrefix(mod.path, "transformer.")+".weight"] // our GPT-2 names have no "transformer."
 		in, out := mod.in, mod.out()
 		linear := m.cfg.Family != "gpt" // Linear [out,in]; GPT-2's Conv1D is [in,out]

@@ -41,7 +41,7 @@ func randomizeB(m *Model, seed uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for i, v := range flatViews(m.lora.specs, m.lora.onHost()) {
-		if strings.HasSuffix(m.lora.specs[i].name, loraBSufix) {
+		if strings.HasSuffix(m.lora.specs[i].name, loraBSuffix) {
 			for j := range v {
 				v[j] = float32(0.3 * rng.NormFloat64())
 			}
@@ -146,7 +146,7 @@ func mergedFloat64(t *testing.T, m *Model) *Model {
 	}
 	r, scale := ad.cfg.Rank, ad.cfg.scale()
 	for _, mod := range ad.mods {
-		a, b := av[peftPrefix+mod.path+loraASufix], av[peftPrefix+mod.path+loraBSufix]
+		a, b := av[peftPrefix+mod.path+loraASuffix], av[peftPrefix+mod.path+loraBSuffix]
 		i := index[strings.TrimPrefix(mod.path, "transformer.")+".weight"]
 		v := m64.paramValues(i) // the graph layout: [in,out]
 		out := m.specs[i].shape[1]

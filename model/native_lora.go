@@ -30,21 +30,16 @@ type loraB struct {
 	lo, hi, c0 int
 }
 
-// attachAdapters gives dec's products the adapters of ad over flat, a
-// buffer in ad's layout (its values, or a gradient). With derived, the
-// products get the transposed A and block-diagonal W the passes multiply
-// by (a decoder of values); without, only the views (a gradient decoder).
+// attach gives dec's products the adapters of ad over flat, a buffer in
+// ad's layout (its values, or a gradient). With derived, the products get
+// the transposed A and block-diagonal W the passes multiply by (a decoder
+// of values); without, only the views (a gradient decoder).
 func (ad *adapters) attach(dec *decoder, flat []float32, derived bool) {
 	views := flatViews(ad.specs, flat)
 	off, _ := flatLayout(ad.specs)
 	r := ad.cfg.Rank
-	k := 0 // the next spec: each group's A matrices, then its B matrices
-	for lo := 0; lo < len(ad.mods); {
-		hi := lo + 1
-		for hi < len(ad.mods) && ad.mods[hi].layer == ad.mods[lo].layer && ad.mods[hi].proj == ad.mods[lo].proj {
-			hi++
-		}
-		group := ad.mods[lo:hi]
+	k := 0 // the next spec: each group's A matrices, then its B matrices (adapterSpecs)
+	for _, group := range productGroups(ad.mods) {
 		p := dec.layers[group[0].layer].product(group[0].proj)
 		lr := &lowRank{R: r * len(group), in: group[0].in, out: p.out, scale: float32(ad.cfg.scale())}
 		end := off[k+len(group)-1] + ad.specs[k+len(group)-1].size()
@@ -58,7 +53,6 @@ func (ad *adapters) attach(dec *decoder, flat []float32, derived bool) {
 			lr.derive()
 		}
 		p.lora = lr
-		lo = hi
 	}
 }
 

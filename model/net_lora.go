@@ -24,8 +24,8 @@ func newLoRANet(ad *adapters, params []*Node) *loraNet {
 		index[s.name] = params[i]
 	}
 	for _, mod := range ad.mods {
-		ln.a[mod.path] = index[peftPrefix+mod.path+loraASufix]
-		ln.b[mod.path] = index[peftPrefix+mod.path+loraBSufix]
+		ln.a[mod.path] = index[peftPrefix+mod.path+loraASuffix]
+		ln.b[mod.path] = index[peftPrefix+mod.path+loraBSuffix]
 	}
 	return ln
 }

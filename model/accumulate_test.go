@@ -17,17 +17,7 @@ import (
 func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen3-gqa"} {
-		rng := rand.New(rand.NewPCG(41, 1))
-		var seqs []Sequence
-		var w [][]float32
-		for range 11 {
-			s := Sequence{Prompt: randomTokens(rng, 1+rng.IntN(6), 16), Response: randomTokens(rng, 1+rng.IntN(12), 16)}
-			row := make([]float32, len(s.Response))
-			for j := range row {
-				row[j] = float32(rng.NormFloat64())
-			}
-			seqs, w = append(seqs, s), append(w, row)
-		}
+		seqs, w := weightedSeqs(41, 11)
 		step := func(splits []int, procs int) [][]float64 {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 			m := newTiny(t, name, 41)
@@ -73,17 +63,7 @@ func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 // still waiting for Apply keeps it.
 func TestReleaseAndTrimKeepSteps(t *testing.T) {
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(43, 1))
-	var seqs []Sequence
-	var w [][]float32
-	for range 5 {
-		s := Sequence{Prompt: randomTokens(rng, 1+rng.IntN(6), 16), Response: randomTokens(rng, 1+rng.IntN(12), 16)}
-		row := make([]float32, len(s.Response))
-		for j := range row {
-			row[j] = float32(rng.NormFloat64())
-		}
-		seqs, w = append(seqs, s), append(w, row)
-	}
+	seqs, w := weightedSeqs(43, 5)
 	run := func(idle bool) [][]float64 {
 		m := newTiny(t, "llama-gqa", 43)
 		m.SetEngine(EngineNative)
@@ -124,4 +104,21 @@ func TestReleaseAndTrimKeepSteps(t *testing.T) {
 			t.Fatalf("parameter %d differs when the trainer releases and the model trims between steps", i)
 		}
 	}
+}
+
+// weightedSeqs draws n sequences of up to 6 prompt and 12 response tokens
+// (vocabulary 16) with a normal weight per response token, from seed.
+func weightedSeqs(seed uint64, n int) ([]Sequence, [][]float32) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	var seqs []Sequence
+	var w [][]float32
+	for range n {
+		s := Sequence{Prompt: randomTokens(rng, 1+rng.IntN(6), 16), Response: randomTokens(rng, 1+rng.IntN(12), 16)}
+		row := make([]float32, len(s.Response))
+		for j := range row {
+			row[j] = float32(rng.NormFloat64())
+		}
+		seqs, w = append(seqs, s), append(w, row)
+	}
+	return seqs, w
 }

@@ -536,6 +536,11 @@ type Sampling struct {
 	// MaxNewTokens is the longest response in tokens (> 0); a longer one is
 	// cut there and counts as truncated.
 	MaxNewTokens int `yaml:"max_new_tokens,omitempty" json:"max_new_tokens,omitempty"`
+	// MaxBatch is the most responses decoded at once (as vLLM's
+	// max_num_seqs); a sequence that ends gives its place to the next. It
+	// bounds the key/value cache and changes memory and speed, never the
+	// responses. 0 takes as many as fit a 2 GiB cache, at least 16.
+	MaxBatch int `yaml:"max_batch,omitempty" json:"max_batch,omitempty"`
 }
 
 // Eval is the evaluation schedule.
@@ -825,6 +830,9 @@ func (c *Config) validate(lines map[string]int) error {
 		}
 		if s.MaxNewTokens <= 0 {
 			bad(p+".sampling.max_new_tokens", "must be > 0, got %d", s.MaxNewTokens)
+		}
+		if s.MaxBatch < 0 {
+			bad(p+".sampling.max_batch", "must be >= 0 (0 = as many as fit a 2 GiB cache), got %d", s.MaxBatch)
 		}
 		if a.LoRA != nil {
 			validateLoRA(p+".lora", a.LoRA, bad)

@@ -82,6 +82,7 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"impossible heads", "heads: 2", "heads: 3", "agents[0].model.heads (line 11): must divide dim (32), got 3"},
 		{"micro does not divide mini", "micro_batch: 16", "micro_batch: 5", "batch.micro_batch (line 8): must divide batch.mini_batch (32), got 5"},
 		{"bad top_p", "top_p: 0.9", "top_p: 1.5", "agents[1].sampling.top_p (line 19): must be in (0, 1], got 1.5"},
+		{"negative max_batch", "top_p: 0.9", "top_p: 0.9, max_batch: -2", "agents[1].sampling.max_batch (line 19): must be >= 0"},
 		{"duplicate agent", "name: b", "name: a", `agents[1].name (line 15): "a" is also the name of agents[0]`},
 		{"both model and checkpoint", "checkpoint: ckpt/b", "checkpoint: ckpt/b\n    model: {family: gpt, dim: 32, layers: 1, heads: 2, max_seq: 64}", "agents[1] (line 15): give exactly one of checkpoint or model"},
 		{"bad family", "family: gpt", "family: rnn", `agents[0].model.family (line 11): must be gpt or llama, got "rnn"`},

@@ -33,6 +33,13 @@ type SampleOptions struct {
 	// never sampled, greedily or not; the log-probs Generate and Score report
 	// stay those of the model's whole vocabulary. 0 means every id.
 	Vocab int
+	// TopLogProbs, when > 0, makes a Batch report with each token the
+	// TopLogProbs most likely tokens of its step (Token.Top).
+	TopLogProbs int
+	// MaxBatch is the most sequences Generate decodes at once; 0 means as
+	// many as fit a 2 GiB key/value cache, at least 16. It changes memory
+	// and speed, never the tokens.
+	MaxBatch int
 }
 
 // greedy reports whether opt decodes greedily: Greedy, or temperature 0.
@@ -73,17 +80,21 @@ func ParseEngine(name string) (Engine, error) {
 	return "", fmt.Errorf("model: engine %q: want auto, native or graph", name)
 }
 
-// Generate continues each prompt by sampling on the host with rng, one token
-// per step, with a key/value cache. A sequence ends at a stop token, after
+// Generate continues each prompt by sampling on the host, one token per
+// step, with a key/value cache. A sequence ends at a stop token, after
 // MaxNewTokens tokens, or when it fills the model's MaxSeq positions.
 //
-// Both engines give each row its own positions (0 at its first prompt
-// token), so a row's logits do not depend on its batch neighbours: on the
-// native engine not in a single bit, on the graph engine up to float
-// rounding (prompts of different lengths are left-padded to a common length
-// bucket with the padding masked out of attention, and the batch is padded
-// to a power of two rows). Given the same model, prompts, options, engine
-// and rng state, the result is the same.
+// Prompt i samples from its own random stream, SeedStream(RowSeeds(rng,
+// len(prompts))[i], 0), and both engines give each row its own positions (0 at its
+// first prompt token), so a row's tokens do not depend on its batch
+// neighbours: on the native engine not in a single bit, on the graph engine
+// up to float rounding (prompts of different lengths are left-padded to a
+// common length bucket with the padding masked out of attention, and the
+// batch is padded to a power of two rows). At most opt.MaxBatch sequences
+// are decoded at once: the native engine starts the next prompt in the row
+// of each sequence that ends (a Batch), the graph engine decodes the
+// prompts in chunks. Given the same model, prompts, options, engine and rng
+// state, the result is the same, whatever MaxBatch is.
 func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions, rng *rand.Rand) ([]Sample, error) {
 	if err := m.checkGenerate(prompts, opt); err != nil {
 		return nil, err
@@ -91,37 +102,119 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 	if rng == nil && !opt.greedy() {
 		return nil, fmt.Errorf("model: Generate: rng is nil")
 	}
+	streams := make([]*rand.Rand, len(prompts))
+	if !opt.greedy() {
+		for i, seed := range RowSeeds(rng, len(prompts)) {
+			streams[i] = SeedStream(seed, 0)
+		}
+	}
+	longest, steps := 0, 0
+	for _, p := range prompts {
+		longest, steps = max(longest, len(p)), max(steps, min(opt.MaxNewTokens, m.cfg.MaxSeq-len(p)))
+	}
+	slots := min(m.cfg.MaxSeq, longest+steps)
+	rows := min(len(prompts), m.batchRows(opt.MaxBatch, slots))
+	if m.native() {
+		return m.generateNative(ctx, prompts, opt, streams, rows, slots)
+	}
+	samples := make([]Sample, len(prompts))
+	for lo := 0; lo < len(prompts); lo += rows {
+		hi := min(lo+rows, len(prompts))
+		if err := m.generateGraph(ctx, prompts[lo:hi], opt, streams[lo:hi], samples[lo:hi]); err != nil {
+			return nil, err
+		}
+	}
+	return samples, nil
+}
+
+// RowSeeds draws n seeds from rng, one per row in row order: the seeds of
+// the streams Generate samples the rows from. A client that samples row i
+// elsewhere (a server taking a request seed, as hacrl serve does) with seed
+// RowSeeds(rng, n)[i] gets the draws Generate would make.
+func RowSeeds(rng *rand.Rand, n int) []uint64 {
+	seeds := make([]uint64, n)
+	for i := range seeds {
+		seeds[i] = rng.Uint64()
+	}
+	return seeds
+}
+
+// SeedStream is the random stream of the k-th sequence sampled with seed
+// (k = 0 for a single one; a server's k-th choice of one request).
+func SeedStream(seed uint64, k int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, uint64(k)))
+}
+
+// kvCacheBudget is the key/value cache Generate decodes within when
+// SampleOptions.MaxBatch is 0: as many rows as fit it, and at least
+// minAutoRows (on this project's CPUs decoding 16 rows at once is within
+// about 10% of 64 rows' throughput).
+const (
+	kvCacheBudget = 2 << 30
+	minAutoRows   = 16
+)
+
+// batchRows is how many rows Generate decodes at once: maxBatch when set,
+// else as many as a cache of slots positions per row fits in kvCacheBudget.
+func (m *Model) batchRows(maxBatch, slots int) int {
+	if maxBatch > 0 {
+		return maxBatch
+	}
+	perRow := 2 * m.cfg.Layers * m.cfg.KVHeads * m.cfg.HeadDim() * slots * m.dtype.Size()
+	return max(minAutoRows, kvCacheBudget/max(perRow, 1))
+}
+
+// generateNative decodes prompts in a Batch of rows rows.
+func (m *Model) generateNative(ctx context.Context, prompts [][]int, opt SampleOptions, streams []*rand.Rand, rows, slots int) ([]Sample, error) {
+	b, err := m.NewBatch(rows, slots)
+	if err != nil {
+		return nil, err
+	}
+	defer b.Close()
+	for i, p := range prompts {
+		if _, err := b.Add(p, opt, streams[i]); err != nil { // ids are 0, 1, …
+			return nil, err
+		}
+	}
+	samples := make([]Sample, len(prompts))
+	for b.Len() > 0 {
+		tokens, err := b.Step(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range tokens {
+			s := &samples[t.Seq]
+			s.Tokens = append(s.Tokens, t.ID)
+			s.LogProbs = append(s.LogProbs, t.LogProb)
+			s.Stopped = t.Stopped
+		}
+	}
+	return samples, nil
+}
+
+// generateGraph decodes prompts in one batch on the graph engine, row i
+// sampling from streams[i], into samples.
+func (m *Model) generateGraph(ctx context.Context, prompts [][]int, opt SampleOptions, streams []*rand.Rand, samples []Sample) error {
 	limit := make([]int, len(prompts)) // new tokens allowed per row
 	longest, steps := 0, 0
 	for i, p := range prompts {
 		limit[i] = min(opt.MaxNewTokens, m.cfg.MaxSeq-len(p))
 		longest, steps = max(longest, len(p)), max(steps, limit[i])
 	}
-	var run decodeRun
-	var err error
-	if m.native() {
-		run, err = m.nativeRun(prompts, longest, steps)
-	} else {
-		run, err = m.graphRun(prompts, longest, steps)
-	}
+	run, err := m.graphRun(prompts, longest, steps)
 	if err != nil {
-		return nil, err
-	}
-	if run.done != nil {
-		defer run.done()
+		return err
 	}
 	logits, err := run.start()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	samples := make([]Sample, len(prompts))
 	var smp sampler
-	stop := func(t int) bool { return slices.Contains(opt.Stop, t) }
 	V := m.cfg.Vocab
 	var rows, next []int
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		rows, next = rows[:0], next[:0]
 		for i := range prompts {
@@ -129,34 +222,33 @@ func (m *Model) Generate(ctx context.Context, prompts [][]int, opt SampleOptions
 			if s.Stopped || len(s.Tokens) >= limit[i] {
 				continue
 			}
-			tok, lp := smp.pick(logits[i*V:(i+1)*V], opt, rng)
+			tok, lp := smp.pick(logits[i*V:(i+1)*V], opt, streams[i])
 			s.Tokens = append(s.Tokens, tok)
 			s.LogProbs = append(s.LogProbs, float32(lp))
-			s.Stopped = stop(tok)
+			s.Stopped = slices.Contains(opt.Stop, tok)
 			if !s.Stopped && len(s.Tokens) < limit[i] {
 				rows, next = append(rows, i), append(next, tok)
 			}
 		}
 		if len(rows) == 0 {
-			return samples, nil
+			return nil
 		}
 		if logits, err = run.step(rows, next); err != nil {
-			return nil, err
+			return err
 		}
 	}
 }
 
-// decodeRun is one Generate call on one engine. start returns the logits
-// after each prompt; step feeds tokens[i] to row rows[i] (the rows still
-// sampling) and returns the next logits. Both return [rows·V] indexed by
-// prompt row; entries of rows not fed are unspecified. The logits are
-// float32 whatever the model's dtype: a float64 model's (graph engine only)
-// are rounded to float32 before sampling, which moves a log-prob by about
-// 1e-7 relative, far below what sampling can tell apart.
+// decodeRun is one batch decoded on the graph engine. start returns the
+// logits after each prompt; step feeds tokens[i] to row rows[i] (the rows
+// still sampling) and returns the next logits. Both return [rows·V] indexed
+// by prompt row; entries of rows not fed are unspecified. The logits are
+// float32 whatever the model's dtype: a float64 model's are rounded to
+// float32 before sampling, which moves a log-prob by about 1e-7 relative,
+// far below what sampling can tell apart.
 type decodeRun struct {
 	start func() ([]float32, error)
 	step  func(rows, tokens []int) ([]float32, error)
-	done  func() // releases what the run holds; may be nil
 }
 
 // EngineName is the engine the model runs on now: "native" or "graph".
@@ -176,55 +268,6 @@ func (m *Model) native() bool {
 		return false
 	}
 	return m.dtype == dtypes.Float32 && m.backend.String() == "go"
-}
-
-// nativeRun decodes on the host (native.go) with a cache of the slots the
-// longest prompt and steps new tokens need.
-func (m *Model) nativeRun(prompts [][]int, longest, steps int) (decodeRun, error) {
-	dec, release, err := m.decoder()
-	if err != nil {
-		return decodeRun{}, err
-	}
-	// The cache is not an arena's: an arena keeps its buffers between calls,
-	// and a batch's cache is gigabytes at real sizes (64 rows of Qwen3-0.6B
-	// over 420 slots: 6 GB) that the model would then hold for good.
-	cache := dec.newCache(len(prompts), min(m.cfg.MaxSeq, longest+steps))
-	V := m.cfg.Vocab
-	logits := make([]float32, len(prompts)*V)
-	scatter := func(rows []int, out []float32) []float32 {
-		for e, r := range rows {
-			copy(logits[r*V:(r+1)*V], out[e*V:(e+1)*V])
-		}
-		return logits
-	}
-	all := make([]int, len(prompts))
-	for i := range all {
-		all[i] = i
-	}
-	one := make([][]int, len(prompts))
-	return decodeRun{
-		start: func() ([]float32, error) {
-			// The prompts in groups of at most passTokenBudget tokens: a
-			// prefill's activations are those of one group at a time.
-			for lo := 0; lo < len(prompts); {
-				hi, n := lo+1, len(prompts[lo])
-				for hi < len(prompts) && n+len(prompts[hi]) <= passTokenBudget {
-					n += len(prompts[hi])
-					hi++
-				}
-				scatter(all[lo:hi], dec.forward(cache, all[lo:hi], prompts[lo:hi]))
-				lo = hi
-			}
-			return logits, nil
-		},
-		step: func(rows, tokens []int) ([]float32, error) {
-			for i, t := range tokens {
-				one[i] = append(one[i][:0], t)
-			}
-			return scatter(rows, dec.forward(cache, rows, one[:len(rows)])), nil
-		},
-		done: release,
-	}, nil
 }
 
 // graphRun decodes with the prefill and decode graphs on the backend.
@@ -298,6 +341,10 @@ func (m *Model) checkGenerate(prompts [][]int, opt SampleOptions) error {
 		return fmt.Errorf("model: Generate: TopP is %v, want within [0,1]", opt.TopP)
 	case opt.TopK < 0:
 		return fmt.Errorf("model: Generate: TopK is %d, want ≥ 0", opt.TopK)
+	case opt.TopLogProbs < 0:
+		return fmt.Errorf("model: Generate: TopLogProbs is %d, want ≥ 0", opt.TopLogProbs)
+	case opt.MaxBatch < 0:
+		return fmt.Errorf("model: Generate: MaxBatch is %d, want ≥ 0 (0: automatic)", opt.MaxBatch)
 	case opt.Vocab < 0 || opt.Vocab > m.cfg.Vocab:
 		return fmt.Errorf("model: Generate: Vocab is %d, want 0 (all) to the model's vocabulary of %d", opt.Vocab, m.cfg.Vocab)
 	}

@@ -203,6 +203,7 @@ func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef
 		Temperature:  *ac.Sampling.Temperature,
 		TopP:         ac.Sampling.TopP,
 		TopK:         ac.Sampling.TopK,
+		MaxBatch:     ac.Sampling.MaxBatch,
 		Stop:         a.Template.StopTokens(tok),
 		Vocab:        tok.VocabSize(),
 	}
@@ -340,7 +341,8 @@ func saveAgent(a *Agent, dir string, exact bool) error {
 		return fmt.Errorf("agent %s: %w", a.Name, err)
 	}
 	meta := Meta{Name: a.Name, Template: config.Template{Kind: a.Template.Kind, System: a.Template.System, Vars: a.Template.Vars}, Task: a.Task,
-		Sampling: config.Sampling{Temperature: &temp, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens}}
+		Sampling: config.Sampling{Temperature: &temp, TopP: a.Sampling.TopP, TopK: a.Sampling.TopK, MaxNewTokens: a.Sampling.MaxNewTokens,
+			MaxBatch: a.Sampling.MaxBatch}}
 	return writeJSON(filepath.Join(dir, "agent.json"), meta)
 }
 

@@ -163,7 +163,7 @@ func (s *Saved) Agent(b compute.Backend) (*Agent, error) {
 	config.FillDefaults(&smp) // an agent.json may leave settings out
 	a := &Agent{Name: s.Meta.Name, Model: m, Tok: s.Tok, Template: tmpl, Task: s.Meta.Task,
 		Sampling: model.SampleOptions{MaxNewTokens: smp.MaxNewTokens, Temperature: *smp.Temperature,
-			TopP: smp.TopP, TopK: smp.TopK, Stop: tmpl.StopTokens(s.Tok), Vocab: s.Tok.VocabSize()}}
+			TopP: smp.TopP, TopK: smp.TopK, MaxBatch: smp.MaxBatch, Stop: tmpl.StopTokens(s.Tok), Vocab: s.Tok.VocabSize()}}
 	if len(a.Sampling.Stop) == 0 {
 		return nil, fmt.Errorf("%s: tokenizer %s has no EOS token to end responses with", s.Dir, s.TokPath)
 	}

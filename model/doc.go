@@ -189,8 +189,13 @@
 // gradient dlogits = w·(onehot − softmax) a chunk of rows at a time
 // (headChunkFloats), so no [tokens × vocabulary] matrix exists; a decoding
 // prefill runs at most passTokenBudget prompt tokens at once, and the KV
-// cache holds the slots the longest prompt and the new tokens need and is
-// freed when Generate returns (the passes' other buffers are kept between
+// cache holds SampleOptions.MaxBatch rows (by default as many as fit 2 GiB,
+// at least 16) of the slots the longest prompt and the new tokens need, and
+// is freed when Generate returns: a Batch decodes that many sequences at
+// once and starts the next prompt in the row of each that ends (continuous
+// batching), and since every row samples from its own random stream
+// (RowSeeds, SeedStream) and a native row's logits never depend on its
+// neighbours, the rows per batch change memory and speed, never tokens (the passes' other buffers are kept between
 // calls, in arenas, until Model.Trim drops them; Trainer.Release drops the
 // gradient accumulator between steps). Several models in one process —
 // HACPO's agents take turns — so need the working memory of the one at

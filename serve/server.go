@@ -63,6 +63,8 @@ type Config struct {
 	// Logf logs what goes wrong inside the server (panics, failed steps);
 	// default the standard logger.
 	Logf func(format string, args ...any)
+
+	hooks func(*scheduler) // tests: sets the scheduler's hooks before it starts
 }
 
 // maxLogProbs is the most top log-probs a request can ask per token.
@@ -139,6 +141,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, sched: sched, slots: make(chan struct{}, cfg.MaxConcurrent)}
 	s.handler = s.routes()
+	if cfg.hooks != nil {
+		cfg.hooks(sched)
+	}
+	sched.start()
 	return s, nil
 }
 

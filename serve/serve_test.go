@@ -366,10 +366,10 @@ func TestStreaming(t *testing.T) {
 			var ch struct {
 				Object  string `json:"object"`
 				Choices []struct {
-					Index int     `json:"index"`
-					Text  string  `json:"text"`
+					Index int                      `json:"index"`
+					Text  string                   `json:"text"`
 					Delta struct{ Content string } `json:"delta"`
-					Fin   *string `json:"finish_reason"`
+					Fin   *string                  `json:"finish_reason"`
 					LP    *struct {
 						Tokens  []string      `json:"tokens"`
 						Content []chatLogprob `json:"content"`

@@ -220,27 +220,48 @@ func (s *scheduler) start() { go s.loop() }
 
 func (s *scheduler) loop() {
 	defer close(s.stopped)
-	var swap *swapReq
-	drained := 0
-	for {
-		idle := s.batch.Len() == 0 && swap == nil && (len(s.pending) == 0 || !s.admitReady())
-		if !s.receive(idle, &swap) {
-			s.shutdown(swap)
-			return
-		}
-		if swap != nil && s.batch.Len() == 0 {
-			s.doSwap(*swap, drained)
-			swap, drained = nil, 0
-		}
-		if swap == nil && s.admitReady() {
-			s.admit()
-		} else if drained == 0 {
-			drained = s.requestsLive()
-		}
-		s.dropLeft()
-		s.step()
-		s.setQueued()
+	var st loopState
+	for s.iterate(&st) {
 	}
+}
+
+// loopState is what the loop carries between iterations: a weight update
+// waiting for the batch to empty, and how many requests it waits for.
+type loopState struct {
+	swap    *swapReq
+	drained int
+}
+
+// iterate is one turn of the loop: take what arrived, swap the weights
+// when an update waits and the batch is empty, admit, drop the sequences
+// whose client left, and decode a step. It reports false when the server
+// stops. A panic fails the jobs in the batch, not the server.
+func (s *scheduler) iterate(st *loopState) (more bool) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logf("serve: scheduler panic: %v", r)
+			s.failLive(fmt.Errorf("serve: internal error: %v", r))
+			more = true
+		}
+	}()
+	idle := s.batch.Len() == 0 && st.swap == nil && (len(s.pending) == 0 || !s.admitReady())
+	if !s.receive(idle, &st.swap) {
+		s.shutdown(st.swap)
+		return false
+	}
+	if st.swap != nil && s.batch.Len() == 0 {
+		s.doSwap(*st.swap, st.drained)
+		st.swap, st.drained = nil, 0
+	}
+	if st.swap == nil && s.admitReady() {
+		s.admit()
+	} else if st.swap != nil && st.drained == 0 {
+		st.drained = s.requestsLive()
+	}
+	s.dropLeft()
+	s.step()
+	s.setQueued()
+	return true
 }
 
 // receive takes new jobs and a swap request: waiting for one when idle,

@@ -284,6 +284,31 @@ func TestSeedsMatchGenerate(t *testing.T) {
 	}
 }
 
+// Several prompts (texts or token-id lists) give prompts × n choices, choice
+// i of prompt i/n, each prompt counted once in the usage.
+func TestSeveralPrompts(t *testing.T) {
+	f := newFixture(t, nil)
+	a, b := f.prompt("1+2="), f.prompt("30-4=")
+	for _, p := range []any{[]string{"1+2=", "30-4="}, [][]int{a, b}} {
+		var got completion
+		f.post("/v1/completions", map[string]any{"prompt": p, "n": 2, "max_tokens": 6, "seed": 9, "return_token_ids": true}, &got)
+		if len(got.Choices) != 4 {
+			t.Fatalf("prompt %v: %d choices, want 4", p, len(got.Choices))
+		}
+		toks := 0
+		for i, c := range got.Choices {
+			want := [][]int{a, b}[i/2]
+			if c.Index != i || !slices.Equal(c.PromptTokenIDs, want) {
+				t.Errorf("prompt %v choice %d: index %d prompt %v, want %v", p, i, c.Index, c.PromptTokenIDs, want)
+			}
+			toks += len(c.TokenIDs)
+		}
+		if got.Usage.PromptTokens != len(a)+len(b) || got.Usage.CompletionTokens != toks {
+			t.Errorf("prompt %v: usage %+v, want %d prompt and %d completion tokens", p, got.Usage, len(a)+len(b), toks)
+		}
+	}
+}
+
 // Requests that arrive together share decoding steps, and each gets what
 // it gets alone.
 func TestConcurrentRequestsDecodeTogether(t *testing.T) {
@@ -874,9 +899,25 @@ func TestInfoRoutes(t *testing.T) {
 	}
 }
 
-// A panicking handler gets a 500 and the server keeps serving.
+// A panicking handler gets a 500, a panic in a decoding step fails the
+// requests in the batch, and the server keeps serving.
 func TestPanicRecovered(t *testing.T) {
-	f := newFixture(t, nil)
+	var boom atomic.Bool
+	f := newFixture(t, func(c *Config) {
+		c.hooks = func(s *scheduler) {
+			s.beforeStep = func() {
+				if boom.CompareAndSwap(true, false) {
+					panic("step boom")
+				}
+			}
+		}
+	})
+	boom.Store(true)
+	if status, data := f.do("POST", "/v1/completions", `{"prompt":"1+1=","max_tokens":3}`); status != 500 || !strings.Contains(string(data), "step boom") {
+		t.Errorf("a request whose step panicked: %d %s, want 500", status, data)
+	}
+	var c completion
+	f.post("/v1/completions", map[string]any{"prompt": "1+1=", "max_tokens": 3}, &c)
 	h := f.srv.recoverPanics(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("boom") }))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))

@@ -297,6 +297,11 @@ func (s *Server) lengths(maxTokens *int, p *params) error {
 			}
 		}
 	}
+	scoreOnly := p.echo && maxTokens != nil && *maxTokens == 0
+	if longest > ctxLen || longest == ctxLen && !scoreOnly {
+		return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "prompt", Code: "context_length_exceeded",
+			Message: fmt.Sprintf("prompt: %d tokens leave no room to answer in the server's context of %d tokens", longest, ctxLen)}
+	}
 	if maxTokens != nil {
 		switch {
 		case *maxTokens < 0:
@@ -309,10 +314,6 @@ func (s *Server) lengths(maxTokens *int, p *params) error {
 		}
 		p.maxTokens = *maxTokens
 	} else {
-		if longest >= ctxLen {
-			return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "prompt", Code: "context_length_exceeded",
-				Message: fmt.Sprintf("prompt: %d tokens leave no room to answer in the server's context of %d tokens", longest, ctxLen)}
-		}
 		p.maxTokens = min(s.cfg.Sampling.MaxNewTokens, ctxLen-longest)
 	}
 	p.opt.MaxNewTokens = p.maxTokens

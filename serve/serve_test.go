@@ -594,6 +594,11 @@ func TestChat(t *testing.T) {
 	}
 }
 
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 func intsToBytes(v []int) []byte {
 	b := make([]byte, len(v))
 	for i, x := range v {
@@ -640,6 +645,9 @@ func TestErrors(t *testing.T) {
 		{"POST", "/v1/completions", `{"prompt":"x","stream_options":{"include_usage":true}}`, 400, "stream_options"},
 		{"POST", "/v1/completions", `{"prompt":"x","model":"gpt-4"}`, 404, "model"},
 		{"POST", "/v1/completions", `{"prompt":"` + strings.Repeat("1+", 40) + `"}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":"` + strings.Repeat("1+", 40) + `","max_tokens":2}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":` + jsonOf(slices.Repeat([]int{5}, 64)) + `,"max_tokens":1}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":[5,5],"max_tokens":63}`, 400, "max_tokens"},
 		{"POST", "/v1/completions", `{"prompt":"` + strings.Repeat("x", 3000) + `"}`, 413, ""},
 		{"POST", "/v1/chat/completions", `{"messages":[]}`, 400, "messages"},
 		{"POST", "/v1/chat/completions", `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role"},
@@ -673,6 +681,12 @@ func TestErrors(t *testing.T) {
 		if status != tc.status || param != tc.param {
 			t.Errorf("%s %s %.80s: %d param %q (%s), want %d param %q", tc.method, tc.path, tc.body, status, param, e.Error.Message, tc.status, tc.param)
 		}
+	}
+	// A prompt filling the context can be scored.
+	var scored completion
+	f.post("/v1/completions", map[string]any{"prompt": slices.Repeat([]int{5}, 64), "max_tokens": 0, "echo": true, "logprobs": 0}, &scored)
+	if n := len(scored.Choices[0].Logprobs.Tokens); n != 64 {
+		t.Errorf("scoring a prompt of the whole context: %d tokens", n)
 	}
 	// Unknown fields are ignored; the server still answers.
 	var ok completion

@@ -66,6 +66,9 @@ func asAPIError(err error) *apiError {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Status == http.StatusTooManyRequests || e.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, e.Status, map[string]any{"error": e})
 }
 
@@ -156,6 +159,42 @@ type samplingFields struct {
 	IgnoreEOS              bool            `json:"ignore_eos"`
 	ReturnTokenIDs         bool            `json:"return_token_ids"`
 	ReturnTokensAsTokenIDs bool            `json:"return_tokens_as_token_ids"`
+
+	// Known sampling fields the server does not implement: refused unless
+	// neutral, rather than silently sampling otherwise than asked.
+	PresencePenalty   *float64           `json:"presence_penalty"`
+	FrequencyPenalty  *float64           `json:"frequency_penalty"`
+	RepetitionPenalty *float64           `json:"repetition_penalty"`
+	MinP              *float64           `json:"min_p"`
+	LogitBias         map[string]float64 `json:"logit_bias"`
+	BestOf            *int               `json:"best_of"`
+	Suffix            *string            `json:"suffix"`
+	Tools             json.RawMessage    `json:"tools"`
+}
+
+// unsupported names the first unimplemented field set to something other
+// than its neutral value.
+func (f samplingFields) unsupported(n int) error {
+	nonZero := func(v *float64, neutral float64) bool { return v != nil && *v != neutral }
+	switch {
+	case nonZero(f.PresencePenalty, 0):
+		return invalid("presence_penalty", "not supported; give 0 or leave it out")
+	case nonZero(f.FrequencyPenalty, 0):
+		return invalid("frequency_penalty", "not supported; give 0 or leave it out")
+	case nonZero(f.RepetitionPenalty, 1):
+		return invalid("repetition_penalty", "not supported; give 1 or leave it out")
+	case nonZero(f.MinP, 0):
+		return invalid("min_p", "not supported; give 0 or leave it out")
+	case len(f.LogitBias) > 0:
+		return invalid("logit_bias", "not supported")
+	case f.BestOf != nil && *f.BestOf != 1 && *f.BestOf != n:
+		return invalid("best_of", "not supported; give n or leave it out")
+	case f.Suffix != nil && *f.Suffix != "":
+		return invalid("suffix", "not supported")
+	case len(f.Tools) > 0 && string(f.Tools) != "null" && string(f.Tools) != "[]":
+		return invalid("tools", "tool calls are not supported")
+	}
+	return nil
 }
 
 // completionRequest is POST /v1/completions' body.
@@ -218,6 +257,9 @@ func (s *Server) sampling(f samplingFields, maxTokens *int, echo bool, p *params
 			return invalid("n", "%d, want 1 to %d", *f.N, cfg.MaxN)
 		}
 		p.n = *f.N
+	}
+	if err := f.unsupported(p.n); err != nil {
+		return err
 	}
 	if p.choices() > cfg.MaxN {
 		return invalid("prompt", "%d prompts × n %d = %d choices, more than the server's %d", len(p.prompts), p.n, p.choices(), cfg.MaxN)

@@ -649,6 +649,9 @@ func TestErrors(t *testing.T) {
 		{"POST", "/v1/completions", `{"prompt":` + jsonOf(slices.Repeat([]int{5}, 64)) + `,"max_tokens":1}`, 400, "prompt"},
 		{"POST", "/v1/completions", `{"prompt":[5,5],"max_tokens":63}`, 400, "max_tokens"},
 		{"POST", "/v1/completions", `{"prompt":"` + strings.Repeat("x", 3000) + `"}`, 413, ""},
+		{"POST", "/v1/completions", `{"prompt":"x","frequency_penalty":0.5}`, 400, "frequency_penalty"},
+		{"POST", "/v1/completions", `{"prompt":"x","logit_bias":{"5":-100}}`, 400, "logit_bias"},
+		{"POST", "/v1/completions", `{"prompt":"x","best_of":3}`, 400, "best_of"},
 		{"POST", "/v1/chat/completions", `{"messages":[]}`, 400, "messages"},
 		{"POST", "/v1/chat/completions", `{"messages":[{"content":"hi"}]}`, 400, "messages[0].role"},
 		{"POST", "/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "messages[0].content"},
@@ -690,7 +693,8 @@ func TestErrors(t *testing.T) {
 	}
 	// Unknown fields are ignored; the server still answers.
 	var ok completion
-	f.post("/v1/completions", map[string]any{"prompt": "1+1=", "max_tokens": 2, "frobnicate": map[string]any{"x": 1}, "user": "u"}, &ok)
+	f.post("/v1/completions", map[string]any{"prompt": "1+1=", "max_tokens": 2, "frobnicate": map[string]any{"x": 1}, "user": "u",
+		"presence_penalty": 0, "frequency_penalty": 0, "best_of": 1}, &ok)
 	if len(ok.Choices) != 1 || ok.Object != "text_completion" || ok.Model != "tiny" {
 		t.Errorf("with unknown fields: %+v", ok)
 	}

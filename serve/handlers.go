@@ -419,7 +419,9 @@ func (s *Server) modelCard() map[string]any {
 
 // health is GET /health.
 func (s *Server) health(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "weight_version": s.WeightVersion()})
+	st := s.Stats()
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "weight_version": s.WeightVersion(),
+		"requests_in_flight": st.InFlight, "sequences_live": st.Live, "requests_queued": st.Queued})
 	return nil
 }
 

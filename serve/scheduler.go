@@ -117,6 +117,7 @@ type Stats struct {
 	Queued      int   // requests submitted and not yet in the batch
 	Swaps       int64 // weight updates done
 	Cancelled   int64 // sequences dropped because their client left
+	InFlight    int   // generation requests holding a concurrency slot now (Server.Stats)
 }
 
 // scheduler owns the Batch: one goroutine takes new jobs between steps,

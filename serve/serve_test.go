@@ -790,7 +790,7 @@ func TestDisconnectFreesSlot(t *testing.T) {
 	for {
 		st := f.srv.Stats()
 		n := runtime.NumGoroutine()
-		if st.Live == 0 && st.Cancelled == 3 && n <= baseline {
+		if st.Live == 0 && st.Cancelled == 3 && st.InFlight == 0 && n <= baseline {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -155,8 +155,12 @@ func (s *Server) Config() Config { return s.cfg }
 // check, the body bound and panic recovery.
 func (s *Server) Handler() http.Handler { return s.handler }
 
-// Stats returns the scheduler's counts.
-func (s *Server) Stats() Stats { return s.sched.snapshot() }
+// Stats returns the scheduler's counts and the requests in flight.
+func (s *Server) Stats() Stats {
+	st := s.sched.snapshot()
+	st.InFlight = len(s.slots)
+	return st
+}
 
 // WeightVersion is the version of the weights new requests sample with.
 func (s *Server) WeightVersion() string { return s.sched.current.Load().version }

@@ -347,7 +347,8 @@ func TestConcurrentRequestsDecodeTogether(t *testing.T) {
 	}
 	wg.Wait()
 	after := f.srv.Stats()
-	if after.SharedSteps-before.SharedSteps == 0 || after.MaxRequests < 4 {
+	// The first step fills the 4 rows, and no request has more than 2 choices.
+	if after.SharedSteps-before.SharedSteps == 0 || after.MaxRequests < 3 {
 		t.Errorf("concurrent requests: %d shared steps, at most %d requests in a step; want them decoded together", after.SharedSteps-before.SharedSteps, after.MaxRequests)
 	}
 	for i := range reqs {

@@ -870,12 +870,24 @@ func TestUpdateWeightsUnderTraffic(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(100 * time.Millisecond)
+	// waitSeen waits until n responses of version v came back.
+	waitSeen := func(v string, n int) {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			mu.Lock()
+			k := seen[v]
+			mu.Unlock()
+			if k >= n {
+				return
+			}
+		}
+		t.Errorf("no %d responses of version %s in 30 s", n, v)
+	}
+	waitSeen("0", 8)
 	st, data = f.do("POST", "/update_weights_from_disk", `{"model_path":"`+dir+`","weight_version":"7"}`)
 	if json.Unmarshal(data, &rep) != nil || st != 200 || !rep.Success {
 		t.Fatalf("update: %d %s", st, data)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitSeen("7", 8)
 	close(stop)
 	wg.Wait()
 	if seen["0"] == 0 || seen["7"] == 0 {

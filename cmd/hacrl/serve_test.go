@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/tokenizer"
+)
+
+// hacrl serve serves a saved agent: a request with the seed of generate's
+// row gets generate's tokens; the API key comes from the flag or
+// $HACRL_API_KEY; an interrupt stops it cleanly.
+func TestServeCommand(t *testing.T) {
+	agent := lookAgents[0]
+	stdout, stderr, code := runHacrl(t, "generate", agent, "12+7", "--json", "--temperature", "1", "--seed", "5", "--max-new-tokens", "20")
+	if code != 0 {
+		t.Fatalf("generate: %d %s", code, stderr)
+	}
+	gen := jsonObjects(t, stdout)[0]
+	promptIDs, wantIDs := intsOf(t, gen["prompt_ids"]), intsOf(t, gen["response_ids"])
+
+	t.Setenv("HACRL_API_KEY", "k3y")
+	var errOut bytes.Buffer
+	url, stop := startServe(t, &errOut, agent, "--name", "arith", "--max-batch", "4")
+	seed := model.RowSeeds(rand.New(rand.NewPCG(5, 0)), 1)[0]
+	body := fmt.Sprintf(`{"model":"arith","prompt":%s,"max_tokens":20,"seed":%d,"return_token_ids":true}`, jsonOf(promptIDs), seed)
+	for _, key := range []string{"", "k3y"} {
+		req, _ := http.NewRequest("POST", url+"/v1/completions", strings.NewReader(body))
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if key == "" {
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("without the key: %d %s", resp.StatusCode, data)
+			}
+			continue
+		}
+		var got struct {
+			Choices []struct {
+				TokenIDs []int `json:"token_ids"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(data, &got); err != nil || resp.StatusCode != 200 || len(got.Choices) != 1 {
+			t.Fatalf("completion: %d %s", resp.StatusCode, data)
+		}
+		if !slices.Equal(got.Choices[0].TokenIDs, wantIDs) {
+			t.Errorf("served %v, hacrl generate %v", got.Choices[0].TokenIDs, wantIDs)
+		}
+	}
+	if c := stop(); c != 0 {
+		t.Errorf("hacrl serve exited %d after the interrupt: %s", c, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "serving arith") {
+		t.Errorf("stderr: %q", errOut.String())
+	}
+}
+
+// startServe runs hacrl serve args on a free loopback port until stop
+// (an interrupt), which returns its exit status.
+func startServe(t *testing.T, errOut *bytes.Buffer, args ...string) (url string, stop func() int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	go func() {
+		done <- execute(ctx, append([]string{"serve", "--addr", addr}, args...), strings.NewReader(""), io.Discard, errOut)
+	}()
+	stop = func() int {
+		cancel()
+		select {
+		case c := <-done:
+			return c
+		case <-time.After(30 * time.Second):
+			t.Fatal("hacrl serve did not stop")
+		}
+		return -1
+	}
+	t.Cleanup(func() { cancel() })
+	url = "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", url+"/health", nil)
+		req.Header.Set("Authorization", "Bearer "+os.Getenv("HACRL_API_KEY"))
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Fatalf("/health: %d", resp.StatusCode)
+			}
+			return url, stop
+		}
+		select {
+		case c := <-done:
+			t.Fatalf("hacrl serve exited %d: %s", c, errOut.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hacrl serve did not start: %s", errOut.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// postJSON posts body to url and decodes the 200 reply into out.
+func postJSON(t *testing.T, url, body string, out any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || json.Unmarshal(data, out) != nil {
+		t.Fatalf("POST %s %s: %d %s", url, body, resp.StatusCode, data)
+	}
+}
+
+// hacrl serve of a base with --adapter swaps in, through
+// /update_weights_from_disk, a full checkpoint (the base alone) and then
+// a LoRA adapter directory (onto the served base): each time the tokens
+// are the new weights'.
+func TestServeUpdateAdapter(t *testing.T) {
+	dir := t.TempDir()
+	base := must(filepath.Abs(lookAgents[1]))
+	adapter := filepath.Join(dir, "adapter")
+	adapted := trainedAdapter(t, base, adapter, []string{"q_proj", "v_proj", "down_proj"})
+	plain := must(model.Load(must(backend.New(backend.Choose(""))), base))
+	tok := must(tokenizer.Load(filepath.Join(base, "tokenizer.json")))
+	prompt := []int{1, 5, 6, 7}
+	want := func(m *model.Model) []int {
+		s := must(m.Generate(context.Background(), [][]int{prompt}, model.SampleOptions{MaxNewTokens: 12, Temperature: 1, Vocab: tok.VocabSize()}, rand.New(rand.NewPCG(2, 0))))
+		return s[0].Tokens
+	}
+	wantAdapted, wantPlain := want(adapted), want(plain)
+	if slices.Equal(wantAdapted, wantPlain) {
+		t.Fatal("the adapter does not change the sampled tokens; the test would show nothing")
+	}
+	var errOut bytes.Buffer
+	url, stop := startServe(t, &errOut, base, "--adapter", adapter)
+	defer stop()
+	body := fmt.Sprintf(`{"prompt":%s,"max_tokens":12,"seed":%d,"ignore_eos":true,"return_token_ids":true}`,
+		jsonOf(prompt), model.RowSeeds(rand.New(rand.NewPCG(2, 0)), 1)[0])
+	type reply struct {
+		Choices []struct {
+			TokenIDs []int `json:"token_ids"`
+		} `json:"choices"`
+		WeightVersion string `json:"weight_version"`
+	}
+	for i, step := range []struct {
+		dir  string
+		want []int
+	}{{"", wantAdapted}, {base, wantPlain}, {adapter, wantAdapted}} {
+		if step.dir != "" {
+			var up struct {
+				Success bool `json:"success"`
+			}
+			postJSON(t, url+"/update_weights_from_disk", `{"model_path":`+jsonOf(step.dir)+`}`, &up)
+			if !up.Success {
+				t.Fatalf("update to %s failed", step.dir)
+			}
+		}
+		var r reply
+		postJSON(t, url+"/v1/completions", body, &r)
+		if !slices.Equal(r.Choices[0].TokenIDs, step.want) || r.WeightVersion != fmt.Sprint(i) {
+			t.Errorf("step %d (%s): version %s tokens %v, want %d %v", i, step.dir, r.WeightVersion, r.Choices[0].TokenIDs, i, step.want)
+		}
+	}
+}
+
+func jsonOf(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestServeUsageErrors(t *testing.T) {
+	agent := lookAgents[1]
+	for _, args := range [][]string{
+		{"serve"},
+		{"serve", agent, "--max-batch", "-1"},
+		{"serve", agent, "--max-body-bytes", "-5"},
+		{"serve", agent, "--adapter", "x", "--base", "y"},
+		{"serve", agent, "--template", "weird"},
+	} {
+		if _, stderr, code := runHacrl(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr)
+		}
+	}
+}

@@ -248,6 +248,9 @@ func (r *Run) loadAgents(resume bool) (*loaded, error) {
 			a.Ref.SetEngine(engine)
 		}
 	}
+	if err := r.setupRolloutEngines(); err != nil {
+		return nil, err
+	}
 	return ckpt, nil
 }
 
@@ -355,6 +358,12 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		s := r.summary(r.start, 0)
 		s.AlreadyComplete = true
 		return s, nil
+	}
+	// The servers start from the weights the run starts from.
+	for _, a := range r.agents {
+		if err := r.pushWeights(ctx, a, r.start, nil); err != nil {
+			return nil, err
+		}
 	}
 	if r.start == 0 && *r.cfg.Eval.AtStart && len(r.evals) > 0 {
 		if err := r.evaluate(ctx, 0); err != nil {

@@ -105,7 +105,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 				batch = append(batch, prompts[j][i])
 			}
 		}
-		samples, err := a.Model.Generate(ctx, batch, a.Sampling, r.rng(step, j, "sample"))
+		samples, err := a.sampler().Sample(ctx, batch, a.Sampling, r.rng(step, j, "sample"))
 		if err != nil {
 			return nil, fmt.Errorf("step %d: agent %s: sampling: %w", step+1, a.Name, err)
 		}
@@ -114,9 +114,9 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		var tokens, truncated int
 		for n, s := range samples {
 			i := n / G
-			text := responseText(a, s)
+			text := responseText(a, s.Sample)
 			pool.Rollouts = append(pool.Rollouts, rollout.Rollout{
-				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped,
+				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped, WeightVersion: s.WeightVersion,
 			})
 			tokens += len(s.Tokens)
 			if !s.Stopped {
@@ -129,6 +129,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		v["length/truncated_frac"] = float64(truncated) / n
 		v["time/sample"] = sampleTime
 		v["tokens_per_s/sample"] = float64(tokens) / math.Max(sampleTime, 1e-9)
+		weightVersionMetrics(a, samples, v)
 	}
 	if err := r.scoreRewards(ctx, step, problems, pool, vals); err != nil {
 		return nil, err

@@ -1,0 +1,177 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/internal/serverstandin"
+	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/rollout"
+)
+
+// withoutRolloutKeys is deterministic without the rollout engine's own
+// metrics (rollout/…), which only a run through a server has.
+func withoutRolloutKeys(recs []metrics.Record) []metrics.Record {
+	out := deterministic(recs)
+	for _, r := range out {
+		for k := range r.Values {
+			if strings.HasPrefix(k, "rollout/") {
+				delete(r.Values, k)
+			}
+		}
+	}
+	return out
+}
+
+// TestRemoteRolloutEngine: a run whose agents sample through inference
+// servers — gpt-char through hacrl serve's shapes, llama-char through
+// vLLM's (its weights dir a link the trainer swaps), llama-bpe in-process —
+// gives bit for bit the metrics of the same run sampling in-process, since
+// each response's request carries the seed of its in-process stream; the
+// weights go to each server before the first step and after every update,
+// in order, with the version each rollout then reports.
+func TestRemoteRolloutEngine(t *testing.T) {
+	const steps = 2
+	dir := t.TempDir()
+	for _, sub := range []string{"local", "remote"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := tinyConfig(t, filepath.Join(dir, "local"), "hacpo", steps)
+	trainWith(t, local, Options{})
+
+	remoteDir := filepath.Join(dir, "remote")
+	cfg := tinyConfig(t, remoteDir, "hacpo", steps)
+	cfg.Rollouts.Every = 1
+	b, err := backend.New(backend.Choose(cfg.Backend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hacrl := serverstandin.New("hacrl", nil, b)
+	vllm := serverstandin.New("vllm", nil, b)
+	link := filepath.Join(dir, "vllm-model")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	vllm.ModelPath = link
+	for i, s := range []*serverstandin.Server{hacrl, vllm} {
+		srv := httptest.NewServer(s)
+		defer srv.Close()
+		three, dialect := 3, []string{"hacrl", "vllm"}[i]
+		cfg.Agents[i].Rollout = &config.Rollout{Engine: "openai", URL: srv.URL, Model: cfg.Agents[i].Name, Dialect: dialect,
+			Timeout: "1m", Concurrency: 3, Retries: &three, MaxStaleRetries: &three}
+	}
+	cfg.Agents[1].Rollout.WeightsDir = link
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	run, err := New(context.Background(), cfg, Options{Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hacrl.Vocab, vllm.Vocab = run.Agents()[0].Sampling.Vocab, run.Agents()[1].Sampling.Vocab
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	want := withoutRolloutKeys(must(metrics.ReadFile(filepath.Join(local.Out, metrics.FileName))))
+	recs := must(metrics.ReadFile(filepath.Join(cfg.Out, metrics.FileName)))
+	if got := withoutRolloutKeys(recs); !reflect.DeepEqual(got, want) {
+		t.Errorf("metrics through servers differ from in-process:\n got %v\nwant %v", got, want)
+	}
+	for _, r := range recs {
+		if _, ok := r.Values["reward/mean"]; !ok || r.Agent == "" {
+			continue
+		}
+		v, ok := r.Values["rollout/weight_version"]
+		if remote := r.Agent != "llama-bpe"; ok != remote || (remote && (v != float64(r.Step-1) || r.Values["rollout/resampled_stale"] != 0)) {
+			t.Errorf("step %d %s: rollout/weight_version %v (%v), resampled %v", r.Step, r.Agent, v, ok, r.Values["rollout/resampled_stale"])
+		}
+	}
+
+	var wantHacrl, wantVLLM []serverstandin.Call
+	for v := range steps + 1 {
+		d := filepath.Join(rolloutWeightsDir(must(filepath.Abs(cfg.Out)), "gpt-char"), fmt.Sprintf("v%d", v))
+		wantHacrl = append(wantHacrl, serverstandin.Call{Path: "/update_weights_from_disk", ModelPath: d, Version: fmt.Sprint(v)})
+		wantVLLM = append(wantVLLM, serverstandin.Call{Path: "/collective_rpc", ModelPath: fmt.Sprintf("%s.v%d", link, v)}, serverstandin.Call{Path: "/reset_prefix_cache"})
+	}
+	if got := hacrl.Calls(); !reflect.DeepEqual(got, wantHacrl) {
+		t.Errorf("hacrl serve weight calls %+v\nwant %+v", got, wantHacrl)
+	}
+	if got := vllm.Calls(); !reflect.DeepEqual(got, wantVLLM) {
+		t.Errorf("vLLM weight calls %+v\nwant %+v", got, wantVLLM)
+	}
+	if n, want := hacrl.Requests(), steps*cfg.Batch.PromptsPerStep*cfg.Batch.ResponsesPerPrompt; n != want {
+		t.Errorf("hacrl serve got %d sampling requests, want %d (one per response)", n, want)
+	}
+	// The rollout log names the weights each response was sampled with.
+	for step := 1; step <= steps; step++ {
+		recs, err := rollout.ReadLog(rollout.LogPath(cfg.Out, step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			want := fmt.Sprint(step - 1)
+			if rec.Agent == "llama-bpe" {
+				want = ""
+			}
+			if rec.WeightVersion != want {
+				t.Fatalf("step %d %s: weight_version %q, want %q", step, rec.Agent, rec.WeightVersion, want)
+			}
+		}
+	}
+}
+
+// TestRemoteRolloutEngineErrors: a server that fails stops the run with an
+// error naming the step, the agent, the server and what went wrong.
+func TestRemoteRolloutEngineErrors(t *testing.T) {
+	b, err := backend.New(backend.Choose("go:ops_sequential"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		fault func(*serverstandin.Server)
+		want  string
+	}{
+		{"reload refused", nil, "agent gpt-char: rollout server"},
+		{"5xx", func(s *serverstandin.Server) {
+			s.Answer = func(int) (int, string, bool) { return 502, "bad gateway", true }
+		}, "step 1: agent gpt-char: sampling: rollout server"},
+		{"stale forever", func(s *serverstandin.Server) { s.Stale = 1 << 20 }, "sampled with stale weights after 3 re-samples"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := tinyConfig(t, dir, "hacpo", 1)
+			s := serverstandin.New("sglang", nil, b)
+			if tc.fault != nil {
+				tc.fault(s)
+			}
+			srv := httptest.NewServer(s)
+			defer srv.Close()
+			three := 3
+			cfg.Agents[0].Rollout = &config.Rollout{Engine: "openai", URL: srv.URL, Dialect: "sglang", Timeout: "1m", Concurrency: 2, Retries: &three, MaxStaleRetries: &three}
+			if tc.fault == nil { // the server cannot load what it is given
+				cfg.Agents[0].Rollout.URL = srv.URL + "/nowhere"
+			}
+			run, err := New(context.Background(), cfg, Options{Observer: &recorder{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = run.Train(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/internal/serverstandin"
 	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/rollout"
 )
 
@@ -173,5 +175,49 @@ func TestRemoteRolloutEngineErrors(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSaveForServerLoRA: a LoRA agent goes to a server as a plain
+// checkpoint with its adapters merged, which computes what the agent
+// computes (within float32 rounding), while the agent keeps its adapters.
+func TestSaveForServerLoRA(t *testing.T) {
+	dir := t.TempDir()
+	cfg := loraTinyConfig(t, dir, 2)
+	run, err := New(context.Background(), cfg, Options{Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := run.Train(ctx); err != nil { // moves the adapters off their zero start
+		t.Fatal(err)
+	}
+	a := run.Agents()[0]
+	seqs := []model.Sequence{{Prompt: []int{1, 5, 9}, Response: []int{4, 7, 2}}, {Prompt: []int{3, 3}, Response: []int{8}}}
+	out := filepath.Join(dir, "server")
+	if err := saveForServer(a, out); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.Model.LoRA(); !ok {
+		t.Fatal("the agent lost its adapters")
+	}
+	if model.IsAdapterDir(out) {
+		t.Fatal("the server got an adapter directory, want merged weights")
+	}
+	b := must(backend.New(backend.Choose(cfg.Backend)))
+	merged := must(model.Load(b, out))
+	got, want := must(merged.Score(ctx, seqs, false)), must(a.Model.Score(ctx, seqs, false))
+	for i := range want.LogProbs {
+		for j := range want.LogProbs[i] {
+			if d := math.Abs(float64(got.LogProbs[i][j] - want.LogProbs[i][j])); d > 1e-4 {
+				t.Fatalf("seq %d token %d: merged %g, agent %g", i, j, got.LogProbs[i][j], want.LogProbs[i][j])
+			}
+		}
+	}
+	if base := must(a.Model.Base().Score(ctx, seqs, false)); reflect.DeepEqual(base.LogProbs, want.LogProbs) {
+		t.Fatal("the adapters did not move: the test cannot tell merged from base weights")
+	}
+	if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
+		t.Error(err)
 	}
 }

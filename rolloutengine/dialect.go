@@ -3,6 +3,7 @@ package rolloutengine
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,7 +99,8 @@ type completionRequest struct {
 	RepetitionPenalty      *float64 `json:"repetition_penalty,omitempty"`
 }
 
-// completionBody is a completions request for one row. vLLM also gets
+// completionBody is a completions request for one row: hacrl serve gets
+// the row's seed as it is (a uint64), vLLM its low 63 bits. vLLM also gets
 // min_p 0 and repetition_penalty 1, so that defaults a server takes from
 // the model's generation_config.json do not change the distribution.
 func completionBody(dialect, modelName string, r row, opt model.SampleOptions) completionRequest {
@@ -109,7 +111,11 @@ func completionBody(dialect, modelName string, r row, opt model.SampleOptions) c
 		ReturnTokenIDs: true, ReturnTokensAsTokenIDs: true, SkipSpecialTokens: false,
 	}
 	if r.seeded {
-		req.Seed = &r.seed
+		seed := r.seed
+		if dialect == VLLM {
+			seed &= math.MaxInt64 // vLLM takes seeds in int64's range; its draws are its own anyway
+		}
+		req.Seed = &seed
 	}
 	if dialect == VLLM {
 		zero, one := 0.0, 1.0

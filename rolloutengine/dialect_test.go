@@ -89,6 +89,14 @@ func TestRequestShapes(t *testing.T) {
 	if b := completionBody(Hacrl, "m", r, opt); b.TopK != 0 {
 		t.Errorf("hacrl top_k %d, want 0 (off)", b.TopK)
 	}
+	// Seeds: hacrl serve gets the whole uint64, vLLM one in int64's range (its protocol's bound).
+	big := row{prompt: []int{1}, maxTokens: 4, seed: 1<<63 | 12345, seeded: true}
+	if b := completionBody(Hacrl, "m", big, opt); *b.Seed != big.seed {
+		t.Errorf("hacrl seed %d, want %d", *b.Seed, big.seed)
+	}
+	if b := completionBody(VLLM, "m", big, opt); *b.Seed != 12345 {
+		t.Errorf("vLLM seed %d, want 12345", *b.Seed)
+	}
 	if b := generateBody(r, model.SampleOptions{TopK: 5}); b.SamplingParams.TopK != 5 || b.SamplingParams.StopTokenIDs == nil {
 		t.Errorf("sglang request: %+v", b.SamplingParams)
 	}

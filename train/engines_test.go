@@ -33,13 +33,60 @@ func withoutRolloutKeys(recs []metrics.Record) []metrics.Record {
 	return out
 }
 
-// TestRemoteRolloutEngine: a run whose agents sample through inference
-// servers — gpt-char through hacrl serve's shapes, llama-char through
-// vLLM's (its weights dir a link the trainer swaps), llama-bpe in-process —
-// gives bit for bit the metrics of the same run sampling in-process, since
-// each response's request carries the seed of its in-process stream; the
-// weights go to each server before the first step and after every update,
-// in order, with the version each rollout then reports.
+// serveAgent starts a loopback stand-in server of dialect for agent i of
+// cfg and points the agent's rollout section at it.
+func serveAgent(t *testing.T, cfg *config.Config, i int, dialect string) *serverstandin.Server {
+	t.Helper()
+	b, err := backend.New(backend.Choose(cfg.Backend))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := serverstandin.New(dialect, nil, b) // the first push gives it its weights
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	three := 3
+	cfg.Agents[i].Rollout = &config.Rollout{Engine: "openai", URL: srv.URL, Model: cfg.Agents[i].Name, Dialect: dialect,
+		Timeout: "1m", Concurrency: 3, Retries: &three, MaxStaleRetries: &three}
+	return s
+}
+
+// checkWeightVersions asserts that every step's metrics and rollout log
+// credit the remote agents' responses with the weights pushed after the
+// step before, and the local ones with none.
+func checkWeightVersions(t *testing.T, cfg *config.Config, remote map[string]bool) {
+	t.Helper()
+	for _, r := range must(metrics.ReadFile(filepath.Join(cfg.Out, metrics.FileName))) {
+		if _, ok := r.Values["reward/mean"]; !ok || r.Agent == "" {
+			continue
+		}
+		v, ok := r.Values["rollout/weight_version"]
+		if ok != remote[r.Agent] || (ok && (v != float64(r.Step-1) || r.Values["rollout/resampled_stale"] != 0)) {
+			t.Errorf("step %d %s: rollout/weight_version %v (%v), resampled %v", r.Step, r.Agent, v, ok, r.Values["rollout/resampled_stale"])
+		}
+	}
+	for step := 1; step <= cfg.Steps; step++ {
+		recs, err := rollout.ReadLog(rollout.LogPath(cfg.Out, step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			want := ""
+			if remote[rec.Agent] {
+				want = fmt.Sprint(step - 1)
+			}
+			if rec.WeightVersion != want {
+				t.Fatalf("step %d %s: rollout log weight_version %q, want %q", step, rec.Agent, rec.WeightVersion, want)
+			}
+		}
+	}
+}
+
+// TestRemoteRolloutEngine: a run whose agents gpt-char and llama-char
+// sample through hacrl serve's shapes (llama-bpe in-process) gives bit for
+// bit the metrics of the same run sampling in-process, since each
+// response's request carries the seed of its in-process stream; each
+// server gets the weights before the first step and after every update of
+// its agent, in order, and the responses report those versions.
 func TestRemoteRolloutEngine(t *testing.T) {
 	const steps = 2
 	dir := t.TempDir()
@@ -51,28 +98,9 @@ func TestRemoteRolloutEngine(t *testing.T) {
 	local := tinyConfig(t, filepath.Join(dir, "local"), "hacpo", steps)
 	trainWith(t, local, Options{})
 
-	remoteDir := filepath.Join(dir, "remote")
-	cfg := tinyConfig(t, remoteDir, "hacpo", steps)
+	cfg := tinyConfig(t, filepath.Join(dir, "remote"), "hacpo", steps)
 	cfg.Rollouts.Every = 1
-	b, err := backend.New(backend.Choose(cfg.Backend))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hacrl := serverstandin.New("hacrl", nil, b)
-	vllm := serverstandin.New("vllm", nil, b)
-	link := filepath.Join(dir, "vllm-model")
-	if err := os.Symlink(t.TempDir(), link); err != nil {
-		t.Fatal(err)
-	}
-	vllm.ModelPath = link
-	for i, s := range []*serverstandin.Server{hacrl, vllm} {
-		srv := httptest.NewServer(s)
-		defer srv.Close()
-		three, dialect := 3, []string{"hacrl", "vllm"}[i]
-		cfg.Agents[i].Rollout = &config.Rollout{Engine: "openai", URL: srv.URL, Model: cfg.Agents[i].Name, Dialect: dialect,
-			Timeout: "1m", Concurrency: 3, Retries: &three, MaxStaleRetries: &three}
-	}
-	cfg.Agents[1].Rollout.WeightsDir = link
+	servers := []*serverstandin.Server{serveAgent(t, cfg, 0, "hacrl"), serveAgent(t, cfg, 1, "hacrl")}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,57 +108,67 @@ func TestRemoteRolloutEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hacrl.Vocab, vllm.Vocab = run.Agents()[0].Sampling.Vocab, run.Agents()[1].Sampling.Vocab
+	for i, s := range servers { // a server samples within its tokenizer's ids
+		s.Vocab = run.Agents()[i].Sampling.Vocab
+	}
 	if _, err := run.Train(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 
 	want := withoutRolloutKeys(must(metrics.ReadFile(filepath.Join(local.Out, metrics.FileName))))
-	recs := must(metrics.ReadFile(filepath.Join(cfg.Out, metrics.FileName)))
-	if got := withoutRolloutKeys(recs); !reflect.DeepEqual(got, want) {
+	if got := withoutRolloutKeys(must(metrics.ReadFile(filepath.Join(cfg.Out, metrics.FileName)))); !reflect.DeepEqual(got, want) {
 		t.Errorf("metrics through servers differ from in-process:\n got %v\nwant %v", got, want)
 	}
-	for _, r := range recs {
-		if _, ok := r.Values["reward/mean"]; !ok || r.Agent == "" {
-			continue
+	checkWeightVersions(t, cfg, map[string]bool{"gpt-char": true, "llama-char": true})
+	for i, s := range servers {
+		var want []serverstandin.Call
+		for v := range steps + 1 {
+			d := filepath.Join(rolloutWeightsDir(must(filepath.Abs(cfg.Out)), cfg.Agents[i].Name), fmt.Sprintf("v%d", v))
+			want = append(want, serverstandin.Call{Path: "/update_weights_from_disk", ModelPath: d, Version: fmt.Sprint(v)})
 		}
-		v, ok := r.Values["rollout/weight_version"]
-		if remote := r.Agent != "llama-bpe"; ok != remote || (remote && (v != float64(r.Step-1) || r.Values["rollout/resampled_stale"] != 0)) {
-			t.Errorf("step %d %s: rollout/weight_version %v (%v), resampled %v", r.Step, r.Agent, v, ok, r.Values["rollout/resampled_stale"])
+		if got := s.Calls(); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: weight calls %+v\nwant %+v", cfg.Agents[i].Name, got, want)
+		}
+		if n, want := s.Requests(), steps*cfg.Batch.PromptsPerStep*cfg.Batch.ResponsesPerPrompt; n != want {
+			t.Errorf("%s: %d sampling requests, want %d (one per response)", cfg.Agents[i].Name, n, want)
 		}
 	}
+}
 
-	var wantHacrl, wantVLLM []serverstandin.Call
+// TestRemoteRolloutEngineVLLM: an agent sampling through vLLM's shapes,
+// its weights dir the link the server started from: each push swaps the
+// link to a new version beside it, has the server reload from its path and
+// reset its prefix cache, in order, and leaves one version.
+func TestRemoteRolloutEngineVLLM(t *testing.T) {
+	const steps = 2
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, "hacpo", steps)
+	cfg.Rollouts.Every = 1
+	s := serveAgent(t, cfg, 1, "vllm")
+	link := filepath.Join(dir, "vllm-model")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	s.ModelPath, cfg.Agents[1].Rollout.WeightsDir = link, link
+	run, err := New(context.Background(), cfg, Options{Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Vocab = run.Agents()[1].Sampling.Vocab
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var want []serverstandin.Call
 	for v := range steps + 1 {
-		d := filepath.Join(rolloutWeightsDir(must(filepath.Abs(cfg.Out)), "gpt-char"), fmt.Sprintf("v%d", v))
-		wantHacrl = append(wantHacrl, serverstandin.Call{Path: "/update_weights_from_disk", ModelPath: d, Version: fmt.Sprint(v)})
-		wantVLLM = append(wantVLLM, serverstandin.Call{Path: "/collective_rpc", ModelPath: fmt.Sprintf("%s.v%d", link, v)}, serverstandin.Call{Path: "/reset_prefix_cache"})
+		want = append(want, serverstandin.Call{Path: "/collective_rpc", ModelPath: fmt.Sprintf("%s.v%d", link, v)}, serverstandin.Call{Path: "/reset_prefix_cache"})
 	}
-	if got := hacrl.Calls(); !reflect.DeepEqual(got, wantHacrl) {
-		t.Errorf("hacrl serve weight calls %+v\nwant %+v", got, wantHacrl)
+	if got := s.Calls(); !reflect.DeepEqual(got, want) {
+		t.Errorf("vLLM weight calls %+v\nwant %+v", got, want)
 	}
-	if got := vllm.Calls(); !reflect.DeepEqual(got, wantVLLM) {
-		t.Errorf("vLLM weight calls %+v\nwant %+v", got, wantVLLM)
+	if target, err := os.Readlink(link); err != nil || target != fmt.Sprintf("vllm-model.v%d", steps) {
+		t.Errorf("the link points to %q (%v)", target, err)
 	}
-	if n, want := hacrl.Requests(), steps*cfg.Batch.PromptsPerStep*cfg.Batch.ResponsesPerPrompt; n != want {
-		t.Errorf("hacrl serve got %d sampling requests, want %d (one per response)", n, want)
-	}
-	// The rollout log names the weights each response was sampled with.
-	for step := 1; step <= steps; step++ {
-		recs, err := rollout.ReadLog(rollout.LogPath(cfg.Out, step))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rec := range recs {
-			want := fmt.Sprint(step - 1)
-			if rec.Agent == "llama-bpe" {
-				want = ""
-			}
-			if rec.WeightVersion != want {
-				t.Fatalf("step %d %s: weight_version %q, want %q", step, rec.Agent, rec.WeightVersion, want)
-			}
-		}
-	}
+	checkWeightVersions(t, cfg, map[string]bool{"llama-char": true})
 }
 
 // TestRemoteRolloutEngineErrors: a server that fails stops the run with an

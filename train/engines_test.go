@@ -259,3 +259,58 @@ func TestSaveForServerLoRA(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestRemoteRolloutEngineResume: a run resumed with its agent on another
+// server (the rollout section is not part of the resume hash) first pushes
+// the checkpoint's weights with the steps done as their version, and ends
+// with the metrics of an uninterrupted in-process run.
+func TestRemoteRolloutEngineResume(t *testing.T) {
+	dir := t.TempDir()
+	for _, sub := range []string{"local", "remote"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := tinyConfig(t, filepath.Join(dir, "local"), "hacpo", 2)
+	trainWith(t, local, Options{})
+
+	first := tinyConfig(t, filepath.Join(dir, "remote"), "hacpo", 1)
+	s1 := serveAgent(t, first, 0, "hacrl")
+	run, err := New(context.Background(), first, Options{Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s1.Vocab = run.Agents()[0].Sampling.Vocab
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	second := tinyConfig(t, filepath.Join(dir, "remote"), "hacpo", 2)
+	s := serveAgent(t, second, 0, "hacrl")
+	run, err = New(context.Background(), second, Options{Resume: true, Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Vocab = run.Agents()[0].Sampling.Vocab
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for _, c := range s.Calls() {
+		versions = append(versions, c.Version)
+	}
+	if !reflect.DeepEqual(versions, []string{"1", "2"}) {
+		t.Errorf("the resumed run pushed versions %v, want [1 2]", versions)
+	}
+	stepTwo := func(out string) (recs []metrics.Record) {
+		for _, r := range withoutRolloutKeys(must(metrics.ReadFile(filepath.Join(out, metrics.FileName)))) {
+			if r.Step == 2 {
+				recs = append(recs, r)
+			}
+		}
+		return recs
+	}
+	// (The first part ended with an evaluation at step 1 the uninterrupted run does not make.)
+	if got, want := stepTwo(second.Out), stepTwo(local.Out); len(want) == 0 || !reflect.DeepEqual(got, want) {
+		t.Errorf("resumed through a server: step 2 metrics\n got %v\nwant %v", got, want)
+	}
+}

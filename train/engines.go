@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -108,11 +109,11 @@ func saveForServer(a *Agent, dir string) error {
 }
 
 // weightVersionMetrics records into v the weight version agent a's samples
-// were drawn with and how many were sampled again for stale weights (for
-// agents sampling through a server).
-func weightVersionMetrics(a *Agent, samples []rolloutengine.Sample, v map[string]float64) {
+// were drawn with and how many were sampled again for stale weights, and
+// reports whether a samples through a server.
+func weightVersionMetrics(a *Agent, samples []rolloutengine.Sample, v map[string]float64) bool {
 	if _, ok := a.rollout.(rolloutengine.Syncer); !ok || len(samples) == 0 {
-		return
+		return false
 	}
 	resampled := 0
 	for _, s := range samples {
@@ -122,4 +123,21 @@ func weightVersionMetrics(a *Agent, samples []rolloutengine.Sample, v map[string
 	if n, err := strconv.Atoi(samples[0].WeightVersion); err == nil {
 		v["rollout/weight_version"] = float64(n)
 	}
+	return true
+}
+
+// logProbDiff is the mean absolute difference, per token, between the
+// log-probs a server reported for its responses and the trainer's own
+// (the old log-probs the method uses): 0 when both compute alike; a
+// server's other kernels, dtype or logprobs mode show here.
+func logProbDiff(served, own [][]float32) float64 {
+	var sum float64
+	var n int
+	for i := range served {
+		for t := range min(len(served[i]), len(own[i])) {
+			sum += math.Abs(float64(served[i][t]) - float64(own[i][t]))
+			n++
+		}
+	}
+	return sum / math.Max(float64(n), 1)
 }

@@ -63,6 +63,11 @@ func checkWeightVersions(t *testing.T, cfg *config.Config, remote map[string]boo
 		if ok != remote[r.Agent] || (ok && (v != float64(r.Step-1) || r.Values["rollout/resampled_stale"] != 0)) {
 			t.Errorf("step %d %s: rollout/weight_version %v (%v), resampled %v", r.Step, r.Agent, v, ok, r.Values["rollout/resampled_stale"])
 		}
+		// The stand-in samples with the weights pushed, on the trainer's engine: its log-probs are
+		// the trainer's scores, up to float32 rounding between decoding and scoring.
+		if d, ok := r.Values["rollout/logprob_abs_diff"]; ok != remote[r.Agent] || d > 1e-5 {
+			t.Errorf("step %d %s: rollout/logprob_abs_diff %v (%v), want ~0 for a server, none in-process", r.Step, r.Agent, d, ok)
+		}
 	}
 	for step := 1; step <= cfg.Steps; step++ {
 		recs, err := rollout.ReadLog(rollout.LogPath(cfg.Out, step))

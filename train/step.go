@@ -93,6 +93,7 @@ func fitError(a *Agent, problems []task.Problem, bad []misfit, maxNew int) error
 func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, error) {
 	G := r.cfg.Batch.ResponsesPerPrompt * r.algo.ResponsesMultiplier
 	pool := &rollout.Pool{Agents: len(r.agents), Prompts: len(problems)}
+	served := make([][][]float32, len(r.agents)) // per agent sampling through a server, its log-probs of each response
 	for j, a := range r.agents {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -129,7 +130,11 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		v["length/truncated_frac"] = float64(truncated) / n
 		v["time/sample"] = sampleTime
 		v["tokens_per_s/sample"] = float64(tokens) / math.Max(sampleTime, 1e-9)
-		weightVersionMetrics(a, samples, v)
+		if weightVersionMetrics(a, samples, v) {
+			for _, s := range samples {
+				served[j] = append(served[j], s.LogProbs)
+			}
+		}
 	}
 	if err := r.scoreRewards(ctx, step, problems, pool, vals); err != nil {
 		return nil, err
@@ -157,6 +162,9 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 			}
 		}
 		vals[j]["entropy"] = ent / math.Max(float64(cnt), 1)
+		if served[j] != nil {
+			vals[j]["rollout/logprob_abs_diff"] = logProbDiff(served[j], sc.LogProbs)
+		}
 		vals[j]["time/score"] = time.Since(t0).Seconds()
 		r.idle(a)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -67,5 +68,28 @@ func TestRolloutSection(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRolloutExampleConfig: the main example through hacrl serve is the
+// main example with only the agents' rollout sections added.
+func TestRolloutExampleConfig(t *testing.T) {
+	serve, err := Load("../examples/arith-hacpo-serve.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	main, err := Load("../examples/arith-hacpo.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range serve.Agents {
+		if !a.Rollout.Remote() || a.Rollout.Dialect != DialectHacrl || a.Rollout.Model != a.Name {
+			t.Errorf("agents[%d].rollout: %+v", i, a.Rollout)
+		}
+		serve.Agents[i].Rollout = nil
+	}
+	serve.Name, serve.Out = main.Name, main.Out
+	if !reflect.DeepEqual(serve, main) {
+		t.Errorf("the serve example differs from the main example beyond its rollout sections:\n%+v\n%+v", serve, main)
 	}
 }

@@ -81,8 +81,10 @@ func New(cfg Config) (*Client, error) {
 		cfg.Concurrency = 16
 	}
 	h := cfg.HTTP
-	if h == nil {
-		h = &http.Client{}
+	if h == nil { // keep a connection per request in flight, not the default two
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = cfg.Concurrency
+		h = &http.Client{Transport: t}
 	}
 	return &Client{cfg: cfg, http: h}, nil
 }

@@ -59,7 +59,7 @@ import (
 
 // Observer receives progress: the CLI draws it live or logs it.
 type Observer interface {
-	// Phase says agent has started phase (sample, score, update, eval, checkpoint) of a step.
+	// Phase says agent has started phase (sample, score, update, push weights, eval, checkpoint) of a step.
 	Phase(step int, agent, phase string)
 	// Step says a step finished, with its wall time.
 	Step(step, total int, elapsed time.Duration, summary string)

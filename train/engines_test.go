@@ -319,3 +319,47 @@ func TestRemoteRolloutEngineResume(t *testing.T) {
 		t.Errorf("resumed through a server: step 2 metrics\n got %v\nwant %v", got, want)
 	}
 }
+
+// TestRemoteRolloutEngineStale: responses a server answers with the weights
+// before the last push are sampled again — counted in
+// rollout/resampled_stale — and the run learns exactly what it learns from
+// fresh ones.
+func TestRemoteRolloutEngineStale(t *testing.T) {
+	const steps = 2
+	dir := t.TempDir()
+	for _, sub := range []string{"local", "remote"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local := tinyConfig(t, filepath.Join(dir, "local"), "hacpo", steps)
+	trainWith(t, local, Options{})
+	cfg := tinyConfig(t, filepath.Join(dir, "remote"), "hacpo", steps)
+	s := serveAgent(t, cfg, 0, "hacrl")
+	s.Stale = 2 // the first two answers after each reload come from the weights before it
+	run, err := New(context.Background(), cfg, Options{Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Vocab = run.Agents()[0].Sampling.Vocab
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs := must(metrics.ReadFile(filepath.Join(cfg.Out, metrics.FileName)))
+	want := withoutRolloutKeys(must(metrics.ReadFile(filepath.Join(local.Out, metrics.FileName))))
+	if got := withoutRolloutKeys(recs); !reflect.DeepEqual(got, want) {
+		t.Errorf("metrics with stale answers re-sampled differ from in-process")
+	}
+	seen := 0
+	for _, r := range recs {
+		if v, ok := r.Values["rollout/resampled_stale"]; ok {
+			seen++
+			if v != 2 {
+				t.Errorf("step %d %s: rollout/resampled_stale %v, want 2", r.Step, r.Agent, v)
+			}
+		}
+	}
+	if seen != steps {
+		t.Errorf("rollout/resampled_stale in %d records, want %d", seen, steps)
+	}
+}

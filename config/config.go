@@ -339,6 +339,136 @@ type Agent struct {
 	// frozen base is the agent's KL reference, and checkpoints and
 	// OUT/final/<agent> hold the adapters in PEFT's layout.
 	LoRA *LoRA `yaml:"lora,omitempty" json:"lora,omitempty"`
+	// Rollout is where the agent samples its rollouts: in-process (the
+	// default, when the section is left out) or through an
+	// OpenAI-compatible inference server (vLLM, SGLang, hacrl serve).
+	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
+}
+
+// Rollout engines and server dialects (Rollout.Engine, Rollout.Dialect).
+const (
+	RolloutLocal  = "local"
+	RolloutOpenAI = "openai"
+	DialectVLLM   = "vllm"
+	DialectSGLang = "sglang"
+	DialectHacrl  = "hacrl"
+)
+
+// Rollout is an agent's rollout engine. With engine openai every response
+// of a training step is one request to the server (a seed per response),
+// the trainer still computes the old log-probs itself, and after each of
+// the agent's updates it writes the agent's weights as a Hugging Face
+// checkpoint into weights_dir and has the server reload them. Evaluation
+// samples in-process either way.
+type Rollout struct {
+	// Engine is local (the agent's own model samples, in-process) or openai
+	// (an OpenAI-compatible server at url samples).
+	Engine string `yaml:"engine,omitempty" json:"engine,omitempty" default:"local"`
+	// URL is the server's base address, e.g. http://127.0.0.1:8000 (no
+	// /v1); required with engine openai.
+	URL string `yaml:"url,omitempty" json:"url,omitempty"`
+	// Model is the model name sent in each request (the server's
+	// --served-model-name); required with dialects vllm and hacrl.
+	Model string `yaml:"model,omitempty" json:"model,omitempty"`
+	// APIKeyEnv names an environment variable holding the server's API key,
+	// sent as "Authorization: Bearer …"; the key itself never goes in the
+	// config.
+	APIKeyEnv string `yaml:"api_key_env,omitempty" json:"api_key_env,omitempty"`
+	// Dialect is the server's kind, which decides the sampling endpoint and
+	// the weight reload: vllm (/v1/completions; reload through the dev-mode
+	// /collective_rpc reload_weights, from the server's model path), sglang
+	// (native /generate; /update_weights_from_disk) or hacrl (hacrl serve:
+	// /v1/completions; /update_weights_from_disk). Required with engine
+	// openai.
+	Dialect string `yaml:"dialect,omitempty" json:"dialect,omitempty"`
+	// WeightsDir is where the trainer writes the weights the server
+	// reloads. For sglang and hacrl each version is a new directory
+	// WEIGHTS_DIR/v<step> (older ones removed once the server has
+	// switched). For vllm, which reloads from the path it was started with,
+	// it must be that path and a symbolic link (to the checkpoint the
+	// server started from); each version is written beside it and the link
+	// swapped atomically before the reload.
+	WeightsDir string `yaml:"weights_dir,omitempty" json:"weights_dir,omitempty" derived:"OUT/rollout-weights/<agent> (sglang, hacrl); required for vllm"`
+	// Timeout bounds each request (a response, or a weight reload), as a Go
+	// duration ("30s", "10m").
+	Timeout string `yaml:"timeout,omitempty" json:"timeout,omitempty" default:"10m"`
+	// Concurrency is the most requests in flight at once (> 0).
+	Concurrency int `yaml:"concurrency,omitempty" json:"concurrency,omitempty" default:"16"`
+	// Retries is how many times a request that failed to connect (refused,
+	// reset, no answer) is retried, with a growing pause; an answer with an
+	// error status is never retried.
+	Retries *int `yaml:"retries,omitempty" json:"retries,omitempty" default:"3"`
+	// MaxStaleRetries is how many times responses the server reports as
+	// sampled with other weights than the ones last pushed are sampled
+	// again before the run stops with an error; they are never used as
+	// on-policy.
+	MaxStaleRetries *int `yaml:"max_stale_retries,omitempty" json:"max_stale_retries,omitempty" default:"2"`
+}
+
+// Remote reports whether the agent samples through a server.
+func (r *Rollout) Remote() bool { return r != nil && r.Engine == RolloutOpenAI }
+
+// TimeoutDuration is the parsed timeout of a validated section.
+func (r *Rollout) TimeoutDuration() time.Duration {
+	d, _ := time.ParseDuration(r.Timeout)
+	return d
+}
+
+// validateRollout checks an agent's rollout section with defaults applied.
+func validateRollout(path string, r *Rollout, bad badFunc) {
+	switch r.Engine {
+	case RolloutLocal:
+		for _, f := range []struct{ key, v string }{{"url", r.URL}, {"model", r.Model}, {"api_key_env", r.APIKeyEnv}, {"dialect", r.Dialect}, {"weights_dir", r.WeightsDir}} {
+			if f.v != "" {
+				bad(path+"."+f.key, "only with engine: openai (engine is local)")
+			}
+		}
+		return
+	case RolloutOpenAI:
+	default:
+		bad(path+".engine", "must be local or openai, got %q", r.Engine)
+		return
+	}
+	if r.URL == "" {
+		bad(path+".url", "required with engine openai (e.g. http://127.0.0.1:8000)")
+	} else if u, err := url.Parse(r.URL); err != nil {
+		bad(path+".url", "not a URL: %v", err)
+	} else if u.Scheme != "http" && u.Scheme != "https" {
+		bad(path+".url", "must start with http:// or https://, got %q", r.URL)
+	} else if u.Host == "" {
+		bad(path+".url", "has no host: %q", r.URL)
+	}
+	switch r.Dialect {
+	case DialectVLLM, DialectHacrl:
+		if r.Model == "" {
+			bad(path+".model", "required with dialect %s (the server's model name)", r.Dialect)
+		}
+	case DialectSGLang:
+	case "":
+		bad(path+".dialect", "required with engine openai: vllm, sglang or hacrl")
+	default:
+		bad(path+".dialect", "must be vllm, sglang or hacrl, got %q", r.Dialect)
+	}
+	if r.Dialect == DialectVLLM && r.WeightsDir == "" {
+		bad(path+".weights_dir", "required with dialect vllm: the model path the server was started with (a symbolic link the trainer swaps)")
+	}
+	if r.APIKeyEnv != "" && !envName.MatchString(r.APIKeyEnv) {
+		bad(path+".api_key_env", "must be the name of an environment variable (letters, digits, _), got %q", r.APIKeyEnv)
+	}
+	if t, err := time.ParseDuration(r.Timeout); err != nil {
+		bad(path+".timeout", "must be a duration like 30s or 10m, got %q", r.Timeout)
+	} else if t <= 0 {
+		bad(path+".timeout", "must be > 0, got %q", r.Timeout)
+	}
+	if r.Concurrency <= 0 {
+		bad(path+".concurrency", "must be > 0, got %d", r.Concurrency)
+	}
+	if *r.Retries < 0 {
+		bad(path+".retries", "must be >= 0 (0 = no retry), got %d", *r.Retries)
+	}
+	if *r.MaxStaleRetries < 0 {
+		bad(path+".max_stale_retries", "must be >= 0 (0 = stop at the first stale response), got %d", *r.MaxStaleRetries)
+	}
 }
 
 // LoRA configures an agent's low-rank adapters (Hu et al., 2021): a targeted
@@ -836,6 +966,9 @@ func (c *Config) validate(lines map[string]int) error {
 		}
 		if a.LoRA != nil {
 			validateLoRA(p+".lora", a.LoRA, bad)
+		}
+		if a.Rollout != nil {
+			validateRollout(p+".rollout", a.Rollout, bad)
 		}
 	}
 	switch c.Method.Capability {

@@ -50,6 +50,9 @@ type Record struct {
 	Tokens     int     `json:"tokens"` // response length in the source's tokens, the stop token included
 	// Truncated: the response hit the source's max_new_tokens without a stop token.
 	Truncated bool `json:"truncated"`
+	// WeightVersion is the weight version an inference server sampled the
+	// response with (Rollout.WeightVersion); absent when sampled in-process.
+	WeightVersion string `json:"weight_version,omitempty"`
 	// Learners is one entry per learner that trained on the response, in
 	// config order: every agent when the method shares rollouts, else the
 	// source alone.

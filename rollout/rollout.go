@@ -38,6 +38,11 @@ type Rollout struct {
 	// OldLogProbs are the source's per-token log-probs of Tokens, from its
 	// scoring pass before any update of the step.
 	OldLogProbs []float32 `json:"old_log_probs,omitempty"`
+
+	// WeightVersion is the version of the source's weights that sampled
+	// it when an inference server did (the number of steps done when they
+	// were pushed); "" when sampled in-process.
+	WeightVersion string `json:"weight_version,omitempty"`
 }
 
 // OldMeanLogProb is the source's mean token log-prob: the denominator of the

@@ -13,6 +13,7 @@ import (
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/internal/atomicfile"
 	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/rolloutengine"
 	"github.com/hacrl/hacrl/tokenizer"
 )
 
@@ -42,6 +43,9 @@ type Agent struct {
 	// a Hugging Face checkpoint keeps its special tokens and chat template
 	// whatever template the agent prompted with.
 	tokConfig []byte
+	// rollout samples the agent's rollouts when not its own model
+	// in-process (nil): a server's client (engines.go).
+	rollout rolloutengine.Engine
 }
 
 // Meta is agent.json, saved beside an agent's weights: how it prompts and

@@ -46,6 +46,12 @@ func trainingConfig(cfg *config.Config) (json.RawMessage, error) {
 			v.Field(i).SetZero()
 		}
 	}
+	// An agent's rollout engine says where its responses are sampled, not
+	// what it learns: a resumed run may move to another server.
+	c.Agents = slices.Clone(c.Agents)
+	for i := range c.Agents {
+		c.Agents[i].Rollout = nil
+	}
 	data, err := json.Marshal(&c)
 	if err != nil {
 		return nil, fmt.Errorf("config hash: %w", err)

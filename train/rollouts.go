@@ -108,7 +108,7 @@ func (r *Run) writeRollouts(step int, problems []task.Problem, pool *rollout.Poo
 			rec := rollout.Record{
 				Step: step, Prompt: p, ProblemID: prob.ID, Question: prob.Question, Answer: prob.Answer,
 				Agent: a.Name, Sample: sample, PromptText: promptText, Response: ro.Text, Reward: ro.Reward,
-				Tokens: len(ro.Tokens), Truncated: !ro.Stopped, Learners: []rollout.LearnerUse{},
+				Tokens: len(ro.Tokens), Truncated: !ro.Stopped, WeightVersion: ro.WeightVersion, Learners: []rollout.LearnerUse{},
 			}
 			sample++
 			for k, l := range r.agents {

@@ -59,7 +59,7 @@ import (
 
 // Observer receives progress: the CLI draws it live or logs it.
 type Observer interface {
-	// Phase says agent has started phase (sample, score, update, eval, checkpoint) of a step.
+	// Phase says agent has started phase (sample, score, update, push weights, eval, checkpoint) of a step.
 	Phase(step int, agent, phase string)
 	// Step says a step finished, with its wall time.
 	Step(step, total int, elapsed time.Duration, summary string)
@@ -248,6 +248,9 @@ func (r *Run) loadAgents(resume bool) (*loaded, error) {
 			a.Ref.SetEngine(engine)
 		}
 	}
+	if err := r.setupRolloutEngines(); err != nil {
+		return nil, err
+	}
 	return ckpt, nil
 }
 
@@ -355,6 +358,12 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		s := r.summary(r.start, 0)
 		s.AlreadyComplete = true
 		return s, nil
+	}
+	// The servers start from the weights the run starts from.
+	for _, a := range r.agents {
+		if err := r.pushWeights(ctx, a, r.start, nil); err != nil {
+			return nil, err
+		}
 	}
 	if r.start == 0 && *r.cfg.Eval.AtStart && len(r.evals) > 0 {
 		if err := r.evaluate(ctx, 0); err != nil {

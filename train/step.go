@@ -93,6 +93,7 @@ func fitError(a *Agent, problems []task.Problem, bad []misfit, maxNew int) error
 func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, error) {
 	G := r.cfg.Batch.ResponsesPerPrompt * r.algo.ResponsesMultiplier
 	pool := &rollout.Pool{Agents: len(r.agents), Prompts: len(problems)}
+	served := make([][][]float32, len(r.agents)) // per agent sampling through a server, its log-probs of each response
 	for j, a := range r.agents {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -105,7 +106,7 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 				batch = append(batch, prompts[j][i])
 			}
 		}
-		samples, err := a.Model.Generate(ctx, batch, a.Sampling, r.rng(step, j, "sample"))
+		samples, err := a.sampler().Sample(ctx, batch, a.Sampling, r.rng(step, j, "sample"))
 		if err != nil {
 			return nil, fmt.Errorf("step %d: agent %s: sampling: %w", step+1, a.Name, err)
 		}
@@ -114,9 +115,9 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		var tokens, truncated int
 		for n, s := range samples {
 			i := n / G
-			text := responseText(a, s)
+			text := responseText(a, s.Sample)
 			pool.Rollouts = append(pool.Rollouts, rollout.Rollout{
-				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped,
+				Prompt: i, Source: j, Text: text, Tokens: s.Tokens, Stopped: s.Stopped, WeightVersion: s.WeightVersion,
 			})
 			tokens += len(s.Tokens)
 			if !s.Stopped {
@@ -129,6 +130,11 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		v["length/truncated_frac"] = float64(truncated) / n
 		v["time/sample"] = sampleTime
 		v["tokens_per_s/sample"] = float64(tokens) / math.Max(sampleTime, 1e-9)
+		if weightVersionMetrics(a, samples, v) {
+			for _, s := range samples {
+				served[j] = append(served[j], s.LogProbs)
+			}
+		}
 	}
 	if err := r.scoreRewards(ctx, step, problems, pool, vals); err != nil {
 		return nil, err
@@ -156,6 +162,9 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 			}
 		}
 		vals[j]["entropy"] = ent / math.Max(float64(cnt), 1)
+		if served[j] != nil {
+			vals[j]["rollout/logprob_abs_diff"] = logProbDiff(served[j], sc.LogProbs)
+		}
 		vals[j]["time/score"] = time.Since(t0).Seconds()
 		r.idle(a)
 	}

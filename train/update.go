@@ -54,6 +54,9 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 		if err := r.learn(ctx, step, k, a, pool, prompts[k], vals[k], tr); err != nil {
 			return nil, err
 		}
+		if err := r.pushWeights(ctx, a, step+1, vals[k]); err != nil {
+			return nil, err
+		}
 		r.idle(a)
 	}
 	if err := r.writeRollouts(step+1, problems, pool, tr); err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -209,5 +210,76 @@ func TestServeUsageErrors(t *testing.T) {
 		if _, stderr, code := runHacrl(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr)
 		}
+	}
+}
+
+// The main example sampling through two hacrl serve processes
+// (examples/arith-hacpo-serve.yaml, shortened) ends with bit for bit the
+// metrics of the same run sampling in-process: each response's request
+// carries the seed of its in-process stream, and each server reloads its
+// agent's weights after every update.
+func TestTrainThroughServe(t *testing.T) {
+	src, err := os.ReadFile(repoPath(t, "examples/arith-hacpo-serve.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errOut bytes.Buffer
+	urls := map[string]string{}
+	for _, name := range []string{"gpt-char", "llama-bpe"} {
+		urls[name], _ = startServe(t, &errOut, repoPath(t, "examples/agents/"+name))
+	}
+	dir := t.TempDir()
+	cfg := string(src)
+	for from, to := range map[string]string{
+		"steps: 50":                    "steps: 3",
+		"problems: 200, samples: 4":    "problems: 24, samples: 2",
+		"checkpoint: examples/agents/": "checkpoint: " + repoPath(t, "examples/agents") + "/",
+		"http://127.0.0.1:8001":        urls["gpt-char"],
+		"http://127.0.0.1:8002":        urls["llama-bpe"],
+	} {
+		if !strings.Contains(cfg, from) {
+			t.Fatalf("examples/arith-hacpo-serve.yaml has no %q", from)
+		}
+		cfg = strings.ReplaceAll(cfg, from, to)
+	}
+	var local []string // the same run without the rollout sections
+	for _, line := range strings.Split(cfg, "\n") {
+		if !strings.Contains(line, "rollout: {engine: openai") {
+			local = append(local, line)
+		}
+	}
+	values := map[string][]map[string]any{}
+	for name, text := range map[string]string{"remote": cfg, "local": strings.Join(local, "\n")} {
+		path := filepath.Join(dir, name+".yaml")
+		out := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		if c := execute(context.Background(), []string{"train", path, "--out", out}, strings.NewReader(""), io.Discard, &stderr); c != 0 {
+			t.Fatalf("train %s: exit %d\n%s\nservers: %s", name, c, stderr.String(), errOut.String())
+		}
+		data, err := os.ReadFile(filepath.Join(out, "metrics.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		versions := 0
+		for _, v := range jsonValues(t, string(data)) {
+			if _, ok := v["rollout/weight_version"]; ok {
+				versions++
+			}
+			for k := range v {
+				if strings.HasPrefix(k, "time/") || strings.HasPrefix(k, "tokens_per_s") || strings.HasPrefix(k, "rollout/") || k == "time" {
+					delete(v, k)
+				}
+			}
+			values[name] = append(values[name], v)
+		}
+		if want := map[string]int{"remote": 2 * 3, "local": 0}[name]; versions != want {
+			t.Errorf("%s run: %d records with rollout/weight_version, want %d (one per agent and step through a server)", name, versions, want)
+		}
+	}
+	if len(values["local"]) == 0 || !reflect.DeepEqual(values["remote"], values["local"]) {
+		t.Errorf("metrics through hacrl serve differ from in-process:\n got %v\nwant %v", values["remote"], values["local"])
 	}
 }

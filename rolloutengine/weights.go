@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hacrl/hacrl/internal/atomicfile"
 )
 
 // Push implements Syncer. The weights go into a new directory, complete
@@ -97,7 +99,7 @@ func (c *Client) pushVLLM(ctx context.Context, version string, save func(dir str
 		os.Remove(tmp)
 		return err
 	}
-	if err := syncDir(filepath.Dir(link)); err != nil {
+	if err := atomicfile.SyncDir(filepath.Dir(link)); err != nil {
 		return err
 	}
 	if _, err := c.post(ctx, "/collective_rpc", map[string]string{"method": "reload_weights"}); err != nil {
@@ -125,7 +127,7 @@ func writeDir(dir string, save func(string) error) error {
 	if err := save(tmp); err != nil {
 		return err
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := atomicfile.SyncTree(tmp); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(dir); err != nil {
@@ -134,7 +136,7 @@ func writeDir(dir string, save func(string) error) error {
 	if err := os.Rename(tmp, dir); err != nil {
 		return err
 	}
-	return syncDir(parent)
+	return atomicfile.SyncDir(parent)
 }
 
 // removeOthers removes the entries of parent named prefix+… other than
@@ -154,27 +156,4 @@ func removeOthers(parent, prefix, keep string) error {
 		}
 	}
 	return nil
-}
-
-func syncTree(root string) error {
-	return filepath.WalkDir(root, func(p string, _ fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return f.Sync()
-	})
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
 }

@@ -58,7 +58,7 @@ func writeDirAtomic(dst string, fill func(tmp string) error) error {
 	if err := fill(tmp); err != nil {
 		return err
 	}
-	if err := syncTree(tmp); err != nil {
+	if err := atomicfile.SyncTree(tmp); err != nil {
 		return err
 	}
 	old := ""
@@ -75,30 +75,7 @@ func writeDirAtomic(dst string, fill func(tmp string) error) error {
 	if old != "" {
 		os.RemoveAll(old)
 	}
-	return syncDir(parent)
-}
-
-func syncTree(root string) error {
-	return filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		return f.Sync()
-	})
-}
-
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	return f.Sync()
+	return atomicfile.SyncDir(parent)
 }
 
 // checkpoint saves the whole run after `step` completed steps and prunes old

@@ -68,3 +68,26 @@ func WriteFile(path string, data []byte) error {
 func IsTemp(name string) bool {
 	return strings.HasPrefix(name, ".") && strings.Contains(name, ".tmp-")
 }
+
+// SyncTree flushes every file and directory under root to stable storage:
+// a directory written in place before it is renamed into view (a
+// checkpoint, a weights version) is then complete after a crash.
+func SyncTree(root string) error {
+	return filepath.WalkDir(root, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return SyncDir(p)
+	})
+}
+
+// SyncDir flushes one file or directory (the entries of a directory, after
+// a rename in it) to stable storage.
+func SyncDir(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}

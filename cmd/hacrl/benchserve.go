@@ -395,7 +395,7 @@ func (t *loadTarget) run(ctx context.Context, n int, o loadOpts) (map[string]any
 	}
 	tokens := len(lat) * o.maxTokens
 	res := map[string]any{"clients": n, "requests": len(lat), "prompt_tokens": o.promptTokens, "max_tokens": o.maxTokens,
-		"stream": o.stream, "seconds": round(secs, 3), "generated_tokens": tokens,
+		"stream": o.stream, "seconds": round(secs, 6), "generated_tokens": tokens,
 		"tokens_per_s": round(float64(tokens)/secs, 1), "requests_per_s": round(float64(len(lat))/secs, 2),
 		"latency_ms_p50": round(percentile(lat, 50), 2), "latency_ms_p99": round(percentile(lat, 99), 2)}
 	if o.stream {

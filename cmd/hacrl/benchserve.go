@@ -146,7 +146,8 @@ func benchServeCmd() *cobra.Command {
 					maxContext = promptTokens + maxTokens
 				}
 				if promptTokens+maxTokens > min(maxContext, mc.MaxSeq) {
-					return usage("--prompt-tokens %d + --max-tokens %d: more than the context of %d tokens", promptTokens, maxTokens, min(maxContext, mc.MaxSeq))
+					return usage("--prompt-tokens %d + --max-tokens %d: more than the context of %d tokens (--max-context %d, the model's %d positions)",
+						promptTokens, maxTokens, min(maxContext, mc.MaxSeq), maxContext, mc.MaxSeq)
 				}
 				if maxBatch == 0 {
 					maxBatch = slices.Max(clients)

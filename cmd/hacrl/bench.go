@@ -22,7 +22,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks (see bench/compare.sh for the PyTorch comparison)"}
-	cmd.AddCommand(benchEngineCmd())
+	cmd.AddCommand(benchEngineCmd(), benchServeCmd())
 	return cmd
 }
 

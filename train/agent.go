@@ -46,6 +46,9 @@ type Agent struct {
 	// rollout samples the agent's rollouts when not its own model
 	// in-process (nil): a server's client (engines.go).
 	rollout rolloutengine.Engine
+	// pushAdapters: a LoRA agent whose server (hacrl serve, started on
+	// BaseDir) loads adapter directories gets its adapters alone.
+	pushAdapters bool
 }
 
 // Meta is agent.json, saved beside an agent's weights: how it prompts and

@@ -51,6 +51,7 @@ func (r *Run) setupRolloutEngines() error {
 			return fmt.Errorf("agents[%d].rollout: %w", i, err)
 		}
 		a.rollout = c
+		a.pushAdapters = a.isLoRA() && rc.Dialect == rolloutengine.Hacrl
 	}
 	return nil
 }
@@ -86,8 +87,13 @@ func (r *Run) pushWeights(ctx context.Context, a *Agent, done int, v map[string]
 // A LoRA agent is saved with its adapters merged into a copy of its
 // weights: every server's full-weight reload takes that, and none needs
 // LoRA support or a second model name; the copy lives only while it is
-// written.
+// written. For hacrl serve, which loads an adapter directory onto the
+// base it serves, a LoRA agent writes its adapters alone (PEFT's files,
+// megabytes instead of the whole model, and no copy).
 func saveForServer(a *Agent, dir string) error {
+	if a.pushAdapters {
+		return a.Model.SaveAdapters(dir, a.BaseDir)
+	}
 	m := a.Model
 	if a.isLoRA() {
 		c, err := a.Model.Clone()

@@ -263,6 +263,23 @@ func TestSaveForServerLoRA(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "tokenizer.json")); err != nil {
 		t.Error(err)
 	}
+
+	// For hacrl serve, the adapters alone, which it loads onto the base.
+	a.pushAdapters = true
+	out = filepath.Join(dir, "server-adapters")
+	if err := saveForServer(a, out); err != nil {
+		t.Fatal(err)
+	}
+	if !model.IsAdapterDir(out) {
+		t.Fatal("hacrl serve got no adapter directory")
+	}
+	onBase := must(model.Load(b, a.BaseDir))
+	if err := onBase.LoadAdapters(out); err != nil {
+		t.Fatal(err)
+	}
+	if got := must(onBase.Score(ctx, seqs, false)); !reflect.DeepEqual(got.LogProbs, want.LogProbs) {
+		t.Errorf("base + pushed adapters %v, agent %v", got.LogProbs, want.LogProbs)
+	}
 }
 
 // TestRemoteRolloutEngineResume: a run resumed with its agent on another

@@ -216,10 +216,20 @@ func TestServeUsageErrors(t *testing.T) {
 // The main example sampling through two hacrl serve processes
 // (examples/arith-hacpo-serve.yaml, shortened) ends with bit for bit the
 // metrics of the same run sampling in-process: each response's request
-// carries the seed of its in-process stream, and each server reloads its
-// agent's weights after every update.
+// carries the seed of its in-process random stream, and each server reloads
+// its agent's weights after every update. So does the LoRA example, whose
+// servers load each update's adapters onto the base they serve.
 func TestTrainThroughServe(t *testing.T) {
-	src, err := os.ReadFile(repoPath(t, "examples/arith-hacpo-serve.yaml"))
+	for _, example := range []string{"arith-hacpo-serve.yaml", "arith-hacpo-lora.yaml"} {
+		t.Run(example, func(t *testing.T) { trainThroughServe(t, example) })
+	}
+}
+
+// trainThroughServe runs examples/example for 3 steps with its agents
+// sampling through hacrl serve processes (rollout sections added after each
+// agent's lora line when it has none) and in-process, and compares.
+func trainThroughServe(t *testing.T, example string) {
+	src, err := os.ReadFile(repoPath(t, "examples/"+example))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,6 +240,20 @@ func TestTrainThroughServe(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfg := string(src)
+	if !strings.Contains(cfg, "rollout:") {
+		var lines []string
+		agent := ""
+		for _, line := range strings.Split(cfg, "\n") {
+			lines = append(lines, line)
+			if name, ok := strings.CutPrefix(line, "  - name: "); ok {
+				agent = name
+			}
+			if strings.HasPrefix(line, "    lora:") {
+				lines = append(lines, fmt.Sprintf("    rollout: {engine: openai, url: %q, model: %s, dialect: hacrl}", urls[agent], agent))
+			}
+		}
+		cfg = strings.Join(lines, "\n")
+	}
 	for from, to := range map[string]string{
 		"steps: 50":                    "steps: 3",
 		"problems: 200, samples: 4":    "problems: 24, samples: 2",
@@ -237,9 +261,6 @@ func TestTrainThroughServe(t *testing.T) {
 		"http://127.0.0.1:8001":        urls["gpt-char"],
 		"http://127.0.0.1:8002":        urls["llama-bpe"],
 	} {
-		if !strings.Contains(cfg, from) {
-			t.Fatalf("examples/arith-hacpo-serve.yaml has no %q", from)
-		}
 		cfg = strings.ReplaceAll(cfg, from, to)
 	}
 	var local []string // the same run without the rollout sections
@@ -250,6 +271,9 @@ func TestTrainThroughServe(t *testing.T) {
 	}
 	values := map[string][]map[string]any{}
 	for name, text := range map[string]string{"remote": cfg, "local": strings.Join(local, "\n")} {
+		if name == "remote" && strings.Count(text, "rollout: {engine: openai") != 2 {
+			t.Fatalf("config has no rollout sections for both agents:\n%s", text)
+		}
 		path := filepath.Join(dir, name+".yaml")
 		out := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
@@ -262,6 +286,11 @@ func TestTrainThroughServe(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(out, "metrics.jsonl"))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if name == "remote" && strings.Contains(text, "lora:") { // a LoRA agent pushes its adapters alone
+			if d := filepath.Join(out, "rollout-weights", "gpt-char", "v3"); !model.IsAdapterDir(d) {
+				t.Errorf("%s is not an adapter directory", d)
+			}
 		}
 		versions := 0
 		for _, v := range jsonValues(t, string(data)) {

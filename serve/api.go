@@ -9,10 +9,12 @@ import (
 	"math"
 	"math/rand/v2"
 	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
@@ -90,8 +92,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // decodeBody reads r's JSON body into v within limit bytes: 413 over it,
 // 400 for malformed JSON or a field of the wrong type (naming it). Unknown
 // fields are ignored. A Content-Type other than JSON gets 415 (none is
-// taken as JSON).
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+// taken as JSON). A body not all sent within timeout gets 408, so that a
+// client stalling mid-body does not hold its connection.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
@@ -99,12 +102,26 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 				Message: fmt.Sprintf("Content-Type %.100q: send the body as application/json", ct)}
 		}
 	}
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	switch {
+	case err != nil:
+		// The connection is of no further use, and net/http must not wait
+		// for the rest of the body (the deadline stays).
+		w.Header().Set("Connection", "close")
+	case deadline:
+		rc.SetReadDeadline(time.Time{}) //nolint:errcheck // it was set just before
+	}
 	var mbe *http.MaxBytesError
+	var ne net.Error
 	switch {
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 			Message: fmt.Sprintf("the request body is over the server's %d bytes", limit)}
+	case errors.As(err, &ne) && ne.Timeout():
+		return &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+			Message: fmt.Sprintf("the request body did not arrive within %v", timeout)}
 	case err != nil:
 		return invalid("", "reading the request body: %v", err)
 	}

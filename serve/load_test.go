@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -219,7 +221,8 @@ func checkError(data []byte, param string) error {
 }
 
 // rawFault opens a TCP connection to addr and leaves abruptly: mid-header,
-// mid-body, mid-stream, or after garbage.
+// mid-body, mid-stream, or after garbage; or stalls mid-body until the
+// server gives up on it.
 func rawFault(addr string, kind int) error {
 	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -250,6 +253,14 @@ func rawFault(addr string, kind int) error {
 				return fmt.Errorf("mid-stream: %q", line)
 			}
 		}
+	case 4: // stalled mid-body: the server answers 408 after its body timeout
+		if _, err = io.WriteString(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 500\r\n\r\n{\"prompt\":"); err != nil {
+			return err
+		}
+		line, err := bufio.NewReader(conn).ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "HTTP/1.1 408") {
+			return fmt.Errorf("stalled body: %q %v, want a 408", line, err)
+		}
 	case 3: // not HTTP: the server answers 400 and closes
 		if _, err = io.WriteString(conn, "HELLO\x00\x01\r\n\r\n"); err != nil {
 			return err
@@ -279,8 +290,8 @@ func health(t *testing.T, client *http.Client, base string) (inFlight, live, que
 
 // Many concurrent clients mixing valid requests with malformed JSON, bodies
 // over the bound, absurd parameters, unknown fields, wrong content types,
-// cancelled requests and raw TCP connections that leave mid-header,
-// mid-body or mid-stream: the server stays up, answers every valid request
+// cancelled requests, raw TCP connections that leave mid-header, mid-body
+// or mid-stream and ones that stall mid-body: the server stays up, answers every valid request
 // as it answers it alone and every invalid one with its 4xx, and after
 // each round holds nothing: goroutines back to their number before, no
 // request in flight, live or queued, and no heap growth from one round to
@@ -290,7 +301,7 @@ func TestLoadAndFaults(t *testing.T) {
 	var logMu sync.Mutex
 	var logs []string
 	f := newFixture(t, func(c *Config) {
-		c.MaxBodyBytes, c.MaxN, c.MaxConcurrent = 4096, 4, 256
+		c.MaxBodyBytes, c.MaxN, c.MaxConcurrent, c.bodyTimeout = 4096, 4, 256, 200*time.Millisecond
 		c.Logf = func(format string, args ...any) {
 			logMu.Lock()
 			logs = append(logs, fmt.Sprintf(format, args...))
@@ -313,7 +324,7 @@ func TestLoadAndFaults(t *testing.T) {
 	}
 	const workers, perWorker = 12, 14
 	cases := loadCases()
-	const faults = 5 // kinds beyond the cases: 4 raw TCP ones and a cancelled request
+	const faults = 6 // kinds beyond the cases: 5 raw TCP ones and a cancelled request
 
 	// Each valid request's answer alone.
 	want := map[int]string{}
@@ -346,7 +357,7 @@ func TestLoadAndFaults(t *testing.T) {
 					i := (w*5 + k*7) % (len(cases) + faults)
 					if i >= len(cases) {
 						kind := i - len(cases)
-						if kind == 4 { // a request cancelled while it decodes
+						if kind == 5 { // a request cancelled while it decodes
 							ctx, cancel := context.WithTimeout(context.Background(), time.Duration(k%4+1)*time.Millisecond)
 							send(ctx, client, f.url, cases[0]) //nolint:errcheck // cancelled on purpose
 							cancel()
@@ -444,4 +455,57 @@ func TestLoadAndFaults(t *testing.T) {
 	if st := f.srv.Stats(); st.Cancelled == 0 || st.SharedSteps == 0 {
 		t.Errorf("stats %+v: want cancelled sequences (clients that left) and shared steps", st)
 	}
+}
+
+// smallBuffers accepts connections with a small send buffer, so that a
+// client that stops reading blocks the server's writes soon.
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096) //nolint:errcheck // a smaller buffer only makes the test quicker
+	}
+	return c, err
+}
+
+// A client that stops reading a stream without closing its connection
+// loses the request once a write has blocked for the send timeout: its
+// slot and its sequences are freed, and the server answers others.
+func TestStalledReaderFreesSlot(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.sendTimeout = 300 * time.Millisecond; c.MaxConcurrent = 1 })
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.serveOn(smallBuffers{l})
+	addr := l.Addr().String()
+	d := net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+		return errors.Join(err, serr)
+	}}
+	conn, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Four choices with 20 top log-probs a token: far more than the buffers hold.
+	body := `{"prompt":"1+1=","n":4,"max_tokens":55,"ignore_eos":true,"logprobs":20,"stream":true,"seed":1}`
+	fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := f.srv.Stats()
+		if st.InFlight == 0 && st.Live == 0 && st.Steps > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			conn.SetReadDeadline(time.Now().Add(time.Second)) //nolint:errcheck // for the message
+			line, _ := bufio.NewReader(conn).ReadString('\n')
+			t.Fatalf("a client that stopped reading still holds the server: %+v (it answered %q)", st, line)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var c completion
+	f.post("/v1/completions", map[string]any{"prompt": "1+1=", "max_tokens": 3}, &c)
 }

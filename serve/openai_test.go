@@ -24,6 +24,11 @@ func (f *fixture) serveLoopback() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.serveOn(l)
+}
+
+// serveOn serves f's server on l until the test ends.
+func (f *fixture) serveOn(l net.Listener) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- f.srv.Serve(ctx, l) }()

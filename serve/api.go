@@ -91,13 +91,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decodeBody reads r's JSON body into v within limit bytes: 413 over it,
 // 400 for malformed JSON or a field of the wrong type (naming it). Unknown
-// fields are ignored. A Content-Type other than JSON gets 415 (none is
-// taken as JSON). A body not all sent within timeout gets 408, so that a
+// fields are ignored. A Content-Type of another encoding gets 415; none,
+// and the types clients send a JSON string under by default (curl -d:
+// application/x-www-form-urlencoded; fetch: text/plain), are read as JSON.
+// A body not all sent within timeout gets 408, so that a
 // client stalling mid-body does not hold its connection.
 func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any) error {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || mt != "application/json" && !(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+		isJSON := mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+		if err != nil || !isJSON && mt != "application/x-www-form-urlencoded" && mt != "text/plain" {
 			return &apiError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
 				Message: fmt.Sprintf("Content-Type %.100q: send the body as application/json", ct)}
 		}

@@ -73,8 +73,9 @@ func loadCases() []loadReq {
 		bad("null text", "/v1/completions", `{"prompt":["1+1=",null]}`, 400, "prompt"),
 		bad("role type", "/v1/chat/completions", `{"messages":[{"role":5,"content":"x"}]}`, 400, "messages"),
 		bad("model", "/v1/completions", `{"prompt":"1","model":"gpt-4o"}`, 404, "model"),
-		{name: "text/plain", method: "POST", path: "/v1/completions", body: `{"prompt":"1","max_tokens":2}`, ctype: "text/plain", status: 415},
-		{name: "form", method: "POST", path: "/v1/chat/completions", body: `messages=hi`, ctype: "application/x-www-form-urlencoded", status: 415},
+		{name: "xml", method: "POST", path: "/v1/completions", body: `<prompt>1</prompt>`, ctype: "application/xml", status: 415},
+		{name: "multipart", method: "POST", path: "/v1/chat/completions", body: "--x\r\n\r\nhi\r\n--x--", ctype: "multipart/form-data; boundary=x", status: 415},
+		{name: "form", method: "POST", path: "/v1/chat/completions", body: `messages=hi`, ctype: "application/x-www-form-urlencoded", status: 400},
 		{name: "GET completions", method: "GET", path: "/v1/completions", status: 405},
 		{name: "no route", method: "POST", path: "/v1/embeddings", body: `{}`, ctype: "application/json", status: 404},
 	}

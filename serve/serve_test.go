@@ -693,12 +693,14 @@ func TestErrors(t *testing.T) {
 			t.Errorf("%s %s %.80s: %d param %q (%s), want %d param %q", tc.method, tc.path, tc.body, status, param, e.Error.Message, tc.status, tc.param)
 		}
 	}
-	// Bodies not declared JSON get 415; JSON with parameters, or no type, is read.
+	// Bodies of another encoding get 415; JSON with parameters, no type, or
+	// curl's and fetch's defaults are read as JSON.
 	for _, tc := range []struct {
 		ctype  string
 		status int
-	}{{"text/plain", 415}, {"application/x-www-form-urlencoded", 415}, {"multipart/form-data; boundary=x", 415}, {"json", 415},
-		{"application/json; charset=utf-8", 200}, {"application/vnd.api+json", 200}, {"", 200}} {
+	}{{"multipart/form-data; boundary=x", 415}, {"application/xml", 415}, {"application/octet-stream", 415}, {"json", 415},
+		{"application/json; charset=utf-8", 200}, {"application/vnd.api+json", 200}, {"", 200},
+		{"application/x-www-form-urlencoded", 200}, {"text/plain;charset=UTF-8", 200}} {
 		var header []string
 		if tc.ctype != "" {
 			header = []string{"Content-Type", tc.ctype}

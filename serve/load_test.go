@@ -510,3 +510,26 @@ func TestStalledReaderFreesSlot(t *testing.T) {
 	var c completion
 	f.post("/v1/completions", map[string]any{"prompt": "1+1=", "max_tokens": 3}, &c)
 }
+
+// The body timeout bounds the body's arrival only: an answer that takes
+// longer, streamed or not, is not cut by it.
+func TestBodyTimeoutSparesSlowAnswers(t *testing.T) {
+	f := newFixture(t, func(c *Config) {
+		c.bodyTimeout = 50 * time.Millisecond
+		c.hooks = func(s *scheduler) { s.beforeStep = func() { time.Sleep(10 * time.Millisecond) } }
+	})
+	f.serveLoopback()
+	for _, stream := range []bool{false, true} {
+		r := loadReq{method: "POST", path: "/v1/completions", ctype: "application/json",
+			body: fmt.Sprintf(`{"prompt":"1+1=","max_tokens":30,"ignore_eos":true,"seed":2,"return_token_ids":true,"stream":%v}`, stream)}
+		start := time.Now()
+		status, data, err := send(context.Background(), http.DefaultClient, f.url, r)
+		if err != nil || status != 200 {
+			t.Fatalf("stream %v: %d %s %v", stream, status, data, err)
+		}
+		got, err := canonical(data, stream)
+		if err != nil || !strings.Contains(got, `"Finish":"length"`) || time.Since(start) < 200*time.Millisecond {
+			t.Errorf("stream %v after %v: %s %v; want all 30 tokens, over 200 ms", stream, time.Since(start), got, err)
+		}
+	}
+}

@@ -8,10 +8,13 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"mime"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
@@ -88,14 +91,40 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decodeBody reads r's JSON body into v within limit bytes: 413 over it,
 // 400 for malformed JSON or a field of the wrong type (naming it). Unknown
-// fields are ignored.
-func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+// fields are ignored. A Content-Type of another encoding gets 415; none,
+// and the types clients send a JSON string under by default (curl -d:
+// application/x-www-form-urlencoded; fetch: text/plain), are read as JSON.
+// A body not all sent within timeout gets 408, so that a
+// client stalling mid-body does not hold its connection.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, timeout time.Duration, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		isJSON := mt == "application/json" || strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")
+		if err != nil || !isJSON && mt != "application/x-www-form-urlencoded" && mt != "text/plain" {
+			return &apiError{Status: http.StatusUnsupportedMediaType, Type: "invalid_request_error", Code: "unsupported_media_type",
+				Message: fmt.Sprintf("Content-Type %.100q: send the body as application/json", ct)}
+		}
+	}
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(timeout)) == nil
 	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	switch {
+	case err != nil:
+		// The connection is of no further use, and net/http must not wait
+		// for the rest of the body (the deadline stays).
+		w.Header().Set("Connection", "close")
+	case deadline:
+		rc.SetReadDeadline(time.Time{}) //nolint:errcheck // it was set just before
+	}
 	var mbe *http.MaxBytesError
+	var ne net.Error
 	switch {
 	case errors.As(err, &mbe):
 		return &apiError{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
 			Message: fmt.Sprintf("the request body is over the server's %d bytes", limit)}
+	case errors.As(err, &ne) && ne.Timeout():
+		return &apiError{Status: http.StatusRequestTimeout, Type: "invalid_request_error", Code: "request_timeout",
+			Message: fmt.Sprintf("the request body did not arrive within %v", timeout)}
 	case err != nil:
 		return invalid("", "reading the request body: %v", err)
 	}
@@ -153,7 +182,7 @@ type samplingFields struct {
 	N                      *int            `json:"n"`
 	Stop                   json.RawMessage `json:"stop"`
 	StopTokenIDs           []int           `json:"stop_token_ids"`
-	Seed                   *json.Number    `json:"seed"`
+	Seed                   json.RawMessage `json:"seed"`
 	Stream                 bool            `json:"stream"`
 	StreamOptions          *streamOptions  `json:"stream_options"`
 	IgnoreEOS              bool            `json:"ignore_eos"`
@@ -302,8 +331,8 @@ func (s *Server) sampling(f samplingFields, maxTokens *int, echo bool, p *params
 	if p.stopStrings, err = parseStop(f.Stop); err != nil {
 		return err
 	}
-	if f.Seed != nil {
-		if p.seed, err = parseSeed(*f.Seed); err != nil {
+	if len(f.Seed) > 0 && string(f.Seed) != "null" {
+		if p.seed, err = parseSeed(f.Seed); err != nil {
 			return err
 		}
 	} else {
@@ -350,7 +379,7 @@ func (s *Server) lengths(maxTokens *int, p *params) error {
 			return invalid("max_tokens", "%d, want ≥ 1", *maxTokens)
 		case *maxTokens == 0 && !p.echo:
 			return invalid("max_tokens", "0 generates nothing; want ≥ 1 (0 only with echo, to score the prompt)")
-		case longest+*maxTokens > ctxLen:
+		case *maxTokens > ctxLen-longest: // not longest+*maxTokens: it can overflow
 			return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "max_tokens", Code: "context_length_exceeded",
 				Message: fmt.Sprintf("max_tokens: %d with a prompt of %d tokens is more than the server's context of %d tokens", *maxTokens, longest, ctxLen)}
 		}
@@ -387,7 +416,11 @@ func parseStop(raw json.RawMessage) ([]string, error) {
 
 // parseSeed reads a seed: an integer, from -2⁶³ to 2⁶⁴-1 (a negative one
 // is its two's complement bits).
-func parseSeed(n json.Number) (uint64, error) {
+func parseSeed(raw json.RawMessage) (uint64, error) {
+	n := string(raw)
+	if n[0] == '"' || n[0] == '[' || n[0] == '{' || n == "true" || n == "false" {
+		return 0, invalid("seed", "got %.40s, want an integer", n)
+	}
 	if u, err := strconv.ParseUint(string(n), 10, 64); err == nil {
 		return u, nil
 	}
@@ -426,6 +459,11 @@ func parsePrompt(raw json.RawMessage, tok tokenizer.Tokenizer, bos bool) ([]prom
 	if len(items) == 0 {
 		return nil, invalid("prompt", "empty list")
 	}
+	for i, it := range items {
+		if string(it) == "null" {
+			return nil, invalid("prompt", "item %d is null", i)
+		}
+	}
 	var out []prompt
 	switch items[0][0] {
 	case '"':
@@ -437,21 +475,41 @@ func parsePrompt(raw json.RawMessage, tok tokenizer.Tokenizer, bos bool) ([]prom
 			out = append(out, encode(t))
 		}
 	case '[':
-		var lists [][]int
+		var lists [][]*int
 		if err := json.Unmarshal(raw, &lists); err != nil {
 			return nil, invalid("prompt", "a list of lists must hold lists of integer token ids only")
 		}
-		for _, ids := range lists {
+		for i, l := range lists {
+			ids, err := tokenIDs(l)
+			if err != nil {
+				return nil, invalid("prompt", "prompt %d: %v", i, err)
+			}
 			out = append(out, prompt{ids: ids})
 		}
 	default:
-		var ids []int
-		if err := json.Unmarshal(raw, &ids); err != nil {
+		var l []*int
+		if err := json.Unmarshal(raw, &l); err != nil {
 			return nil, invalid("prompt", "a list of token ids must hold integers only")
+		}
+		ids, err := tokenIDs(l)
+		if err != nil {
+			return nil, invalid("prompt", "%v", err)
 		}
 		out = []prompt{{ids: ids}}
 	}
 	return out, nil
+}
+
+// tokenIDs is a JSON list of token ids without nulls (which would read as 0).
+func tokenIDs(l []*int) ([]int, error) {
+	ids := make([]int, len(l))
+	for i, id := range l {
+		if id == nil {
+			return nil, fmt.Errorf("token %d is null, want an integer token id", i)
+		}
+		ids[i] = *id
+	}
+	return ids, nil
 }
 
 // parseMessages reads chat messages: role and content, a string or a list

@@ -22,7 +22,9 @@
 // sampled with.
 //
 // Every bound (body bytes, n, max_tokens within the context, concurrent
-// requests) answers a request over it with a 4xx in OpenAI's error shape;
+// requests, the time a body may take to arrive) answers a request over it
+// with a 4xx in OpenAI's error shape; a response write that blocks for
+// 30 s (a client that stopped reading) ends its request and frees its slot;
 // a panic in a handler or a decoding step fails that request, not the
 // server. The server needs the native engine (a float32 model on the CPU):
 // the graph engine has no continuous batching.

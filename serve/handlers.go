@@ -18,7 +18,7 @@ import (
 // completions is POST /v1/completions.
 func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 	var req completionRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, s.cfg.bodyTimeout, &req); err != nil {
 		return err
 	}
 	p := &params{logprobs: -1}
@@ -85,7 +85,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) error {
 // chatCompletions is POST /v1/chat/completions.
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) error {
 	var req chatRequest
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, s.cfg.bodyTimeout, &req); err != nil {
 		return err
 	}
 	p := &params{logprobs: -1}
@@ -442,7 +442,7 @@ func (s *Server) updateWeightsFromDisk(w http.ResponseWriter, r *http.Request) e
 		writeJSON(w, status, map[string]any{"success": ok, "message": msg, "num_paused_requests": paused})
 		return nil
 	}
-	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, &req); err != nil {
+	if err := decodeBody(w, r, s.cfg.MaxBodyBytes, s.cfg.bodyTimeout, &req); err != nil {
 		ae := asAPIError(err)
 		return reply(ae.Status, false, ae.Message, 0)
 	}

@@ -625,6 +625,13 @@ func TestErrors(t *testing.T) {
 		{"POST", "/v1/completions", `{"prompt":[1,"a"]}`, 400, "prompt"},
 		{"POST", "/v1/completions", `{"prompt":[1,99999]}`, 400, "prompt"},
 		{"POST", "/v1/completions", `{"prompt":[-1]}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":[1,null]}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":[[1],[2,null]]}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":[[1],null]}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":["1+1=",null]}`, 400, "prompt"},
+		{"POST", "/v1/completions", `{"prompt":"x","max_tokens":9223372036854775807}`, 400, "max_tokens"},
+		{"POST", "/v1/completions", `{"prompt":"x","seed":"abc"}`, 400, "seed"},
+		{"POST", "/v1/completions", `{"prompt":"x","seed":true}`, 400, "seed"},
 		{"POST", "/v1/completions", `{"prompt":"x","max_tokens":-1}`, 400, "max_tokens"},
 		{"POST", "/v1/completions", `{"prompt":"x","max_tokens":0}`, 400, "max_tokens"},
 		{"POST", "/v1/completions", `{"prompt":"x","max_tokens":1000000}`, 400, "max_tokens"},
@@ -684,6 +691,23 @@ func TestErrors(t *testing.T) {
 		}
 		if status != tc.status || param != tc.param {
 			t.Errorf("%s %s %.80s: %d param %q (%s), want %d param %q", tc.method, tc.path, tc.body, status, param, e.Error.Message, tc.status, tc.param)
+		}
+	}
+	// Bodies of another encoding get 415; JSON with parameters, no type, or
+	// curl's and fetch's defaults are read as JSON.
+	for _, tc := range []struct {
+		ctype  string
+		status int
+	}{{"multipart/form-data; boundary=x", 415}, {"application/xml", 415}, {"application/octet-stream", 415}, {"json", 415},
+		{"application/json; charset=utf-8", 200}, {"application/vnd.api+json", 200}, {"", 200},
+		{"application/x-www-form-urlencoded", 200}, {"text/plain;charset=UTF-8", 200}} {
+		var header []string
+		if tc.ctype != "" {
+			header = []string{"Content-Type", tc.ctype}
+		}
+		status, data := f.do("POST", "/v1/completions", `{"prompt":"1+1=","max_tokens":2}`, header...)
+		if status != tc.status || status == 415 && !strings.Contains(string(data), "application/json") {
+			t.Errorf("Content-Type %q: %d %s, want %d", tc.ctype, status, data, tc.status)
 		}
 	}
 	// A prompt filling the context can be scored.

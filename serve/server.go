@@ -64,8 +64,19 @@ type Config struct {
 	// default the standard logger.
 	Logf func(format string, args ...any)
 
-	hooks func(*scheduler) // tests: sets the scheduler's hooks before it starts
+	hooks       func(*scheduler) // tests: sets the scheduler's hooks before it starts
+	bodyTimeout time.Duration    // how long a request's body may take to arrive (tests shorten it)
+	sendTimeout time.Duration    // how long one write of a response may block (tests shorten it)
 }
+
+// defaultBodyTimeout is how long a request's body may take to arrive
+// after its header: a client that stalls mid-body gets 408.
+const defaultBodyTimeout = 30 * time.Second
+
+// defaultSendTimeout is how long one write of a response may block: a
+// client that stops reading (without closing) loses its request, which
+// frees its slot, instead of holding it forever.
+const defaultSendTimeout = 30 * time.Second
 
 // maxLogProbs is the most top log-probs a request can ask per token.
 const maxLogProbs = 20
@@ -111,6 +122,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if v := cfg.Sampling.Vocab; v <= 0 || v > mc.Vocab {
 		cfg.Sampling.Vocab = min(cfg.Tok.VocabSize(), mc.Vocab)
+	}
+	if cfg.bodyTimeout == 0 {
+		cfg.bodyTimeout = defaultBodyTimeout
+	}
+	if cfg.sendTimeout == 0 {
+		cfg.sendTimeout = defaultSendTimeout
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
@@ -292,10 +309,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 }
 
 // recoverPanics turns a handler's panic into a 500 (when nothing was
-// written yet) and a log line; the server goes on.
+// written yet) and a log line; the server goes on. Each write of the
+// response may block for at most Config.sendTimeout.
 func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rw := &recordingWriter{ResponseWriter: w}
+		rw := &recordingWriter{ResponseWriter: w, timeout: s.cfg.sendTimeout}
+		// No deadline until the response is written (a kept-alive
+		// connection keeps its last request's).
+		http.NewResponseController(w).SetWriteDeadline(time.Time{}) //nolint:errcheck // not every writer has one
 		defer func() {
 			v := recover()
 			if v == nil {
@@ -313,22 +334,38 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 	})
 }
 
-// recordingWriter notes whether a response has started.
+// recordingWriter notes whether a response has started, and bounds how
+// long each write may block.
 type recordingWriter struct {
 	http.ResponseWriter
-	wrote bool
+	wrote   bool
+	timeout time.Duration
 }
 
 func (w *recordingWriter) WriteHeader(code int) { w.wrote = true; w.ResponseWriter.WriteHeader(code) }
 func (w *recordingWriter) Write(p []byte) (int, error) {
 	w.wrote = true
+	w.deadline()
 	return w.ResponseWriter.Write(p)
 }
 func (w *recordingWriter) Flush() {
 	w.wrote = true
+	w.deadline()
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// FlushError is Flush with its error, for http.ResponseController.
+func (w *recordingWriter) FlushError() error {
+	w.wrote = true
+	w.deadline()
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// deadline gives the next write timeout to complete.
+func (w *recordingWriter) deadline() {
+	http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout)) //nolint:errcheck // not every writer has one
 }
 
 // Unwrap lets http.ResponseController reach the connection.

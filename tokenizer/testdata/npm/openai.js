@@ -5,8 +5,7 @@
 // Usage: node openai.js request.json
 // request.json: {"baseURL": "http://127.0.0.1:PORT/v1", "apiKey": "...",
 //                "calls": [{"kind": "completions"|"chat"|"models",
-//                           "params": {...}, "apiKey"?: "...",
-//                           "raw"?: true}]}
+//                           "params": {...}, "apiKey"?: "..."}]}
 // stdout:       [{"result": {...}} or {"chunks": [{...}]} (when params.stream)
 //                or {"error": {"status": N, "message", "type", "param", "code"}}]
 // A call's apiKey, when given, replaces the request's (to test refusals).

@@ -108,7 +108,7 @@ func (s *Server) run(ctx context.Context, p *params, onStart func(*result) error
 		var changed []*choice
 		for _, ev := range evs {
 			c := res.choices[ev.Choice]
-			if s.add(c, ev.Token, p.stopStrings) && !slices.Contains(changed, c) {
+			if s.add(c, ev.Token, p.stopStrings, onStep != nil) && !slices.Contains(changed, c) {
 				changed = append(changed, c)
 			}
 		}
@@ -163,8 +163,10 @@ func (s *Server) scorePrompts(ctx context.Context, res *result) error {
 
 // add takes choice c's next token and reports whether c changed: the
 // text is decoded again and cut at the first stop string, which ends the
-// choice (its sequence is halted).
-func (s *Server) add(c *choice, t model.Token, stops []string) bool {
+// choice (its sequence is halted). The text is decoded at every token only
+// when it is streamed (stream) or searched for stop strings, else once at
+// the end: decoding a whole response per token costs its length squared.
+func (s *Server) add(c *choice, t model.Token, stops []string, stream bool) bool {
 	if c.finish != "" {
 		return false // ended at a stop string; tokens decoded meanwhile are dropped
 	}
@@ -174,6 +176,9 @@ func (s *Server) add(c *choice, t model.Token, stops []string) bool {
 		if t.Stopped {
 			c.finish = "stop"
 		}
+	}
+	if !stream && len(stops) == 0 && !t.Done {
+		return true
 	}
 	body := c.ids
 	if c.stopID {

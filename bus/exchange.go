@@ -153,7 +153,7 @@ func (r *Run) Collect(ctx context.Context, step int, agents []string, timeout ti
 	if err != nil {
 		return nil, r.collectErr(ctx, wctx, step, agents, asm, start, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxBytes(max(4*r.chunk, 16<<20)))
+	it, err := cons.Messages(jetstream.PullMaxBytes(max(8*r.chunk, 64<<20)))
 	if err != nil {
 		return nil, r.collectErr(ctx, wctx, step, agents, asm, start, err)
 	}

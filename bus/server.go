@@ -251,7 +251,7 @@ func (s *Server) WaitJetStream(ctx context.Context) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if s.ns.JetStreamIsCurrent() && len(s.ns.JetStreamClusterPeers()) > 0 {
+		if s.ns.JetStreamIsCurrent() {
 			return nil
 		}
 		select {

@@ -513,11 +513,23 @@ func TestServerRestartKeepsData(t *testing.T) {
 		}
 	}
 	srv.Close()
+	// A publish while the server is down goes through once it is back.
+	late := rolloutsLike(30, 150_000)
+	published := make(chan error, 1)
+	go func() { published <- r.Publish(ctx, 5, "agent-0", late) }()
+	time.Sleep(200 * time.Millisecond)
 
 	srv2 := startServer(t, ServerOptions{Dir: dir, Listen: addr, MaxPayload: 64 << 10})
 	got, err := r.Collect(ctx, 4, agents, 20*time.Second) // the same client, reconnected
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := <-published; err != nil {
+		t.Fatal(err)
+	}
+	got5, err := r.Collect(ctx, 5, agents[:1], 20*time.Second)
+	if err != nil || !bytes.Equal(got5["agent-0"], late) {
+		t.Fatalf("payload published while the server was down: %v", err)
 	}
 	for _, a := range agents {
 		if !bytes.Equal(got[a], want[a]) {
@@ -550,10 +562,12 @@ func TestHeartbeats(t *testing.T) {
 	kctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.KeepAlive(kctx, "a", 20*time.Millisecond) }()
-	time.Sleep(100 * time.Millisecond)
-	first, err := r.Agents(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var first []Agent
+	for len(first) < 2 { // until KeepAlive's first beat
+		time.Sleep(20 * time.Millisecond)
+		if first, err = r.Agents(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 	time.Sleep(100 * time.Millisecond)
 	stop()

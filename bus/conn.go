@@ -26,6 +26,10 @@ type ClientOptions struct {
 	TLS TLSFiles
 }
 
+// ackTimeout is how long a published chunk waits for the server's
+// acknowledgement before it is sent again.
+const ackTimeout = 10 * time.Second
+
 // Conn is a client connection with JetStream.
 type Conn struct {
 	nc *nats.Conn
@@ -60,7 +64,10 @@ func connect(ctx context.Context, url string, opts ClientOptions, inProc nats.In
 	if err != nil {
 		return nil, fmt.Errorf("bus: connect to %s: %w", where, err)
 	}
-	js, err := jetstream.New(nc)
+	// An acknowledgement lost with a dying connection fails after
+	// ackTimeout, and Publish sends the chunk again (its message id makes
+	// that harmless).
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("bus: connect to %s: %w", where, err)

@@ -61,29 +61,66 @@ func (r *Run) publish(ctx context.Context, step int, agent string, payload []byt
 	}
 	sum := sha256.Sum256(payload)
 	n := max((len(payload)+r.chunk-1)/r.chunk, 1)
-	acks := make([]jetstream.PubAckFuture, 0, n)
+	todo := make([]int, 0, n)
 	for i := range n {
-		if only != nil && !only(i) {
+		if only == nil || only(i) {
+			todo = append(todo, i)
+		}
+	}
+	// Send every chunk left, wait for the acknowledgements, and send again
+	// those that failed (a server restarting): until all are stored or ctx ends.
+	for attempt := 1; len(todo) > 0; attempt++ {
+		var err error
+		todo, err = r.sendChunks(ctx, step, agent, payload, sum, n, todo)
+		if err == nil {
 			continue
 		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("bus: run %s: publish step %d of agent %q: %d of %d chunks not stored after %d attempts: %w (last error: %v)",
+				r.id, step, agent, len(todo), n, attempt, ctx.Err(), err)
+		}
+		if attempt >= maxPublishAttempts {
+			return fmt.Errorf("bus: run %s: publish step %d of agent %q: %d of %d chunks not stored after %d attempts: %w",
+				r.id, step, agent, len(todo), n, attempt, err)
+		}
+		pause(ctx, err)
+	}
+	return nil
+}
+
+// maxPublishAttempts bounds how often Publish sends a chunk that fails.
+const maxPublishAttempts = 10
+
+// sendChunks publishes the chunks todo and returns those not acknowledged,
+// with the first error.
+func (r *Run) sendChunks(ctx context.Context, step int, agent string, payload []byte, sum [32]byte, n int, todo []int) ([]int, error) {
+	acks := make([]jetstream.PubAckFuture, 0, len(todo))
+	var failed []int
+	var first error
+	for k, i := range todo {
 		m := r.chunkMsg(step, agent, payload, sum, i, n)
 		id := fmt.Sprintf("%s/%d/%s/%d", r.id, step, token(agent), i)
 		f, err := r.conn.js.PublishMsgAsync(m, jetstream.WithMsgID(id), jetstream.WithExpectStream(streamName(r.id)))
 		if err != nil {
-			return fmt.Errorf("bus: run %s: publish step %d of agent %q, chunk %d/%d: %w", r.id, step, agent, i, n, err)
+			failed, first = append(failed, todo[k:]...), err
+			break
 		}
 		acks = append(acks, f)
 	}
-	for i, f := range acks {
+	for k, f := range acks {
 		select {
 		case <-f.Ok():
 		case err := <-f.Err():
-			return fmt.Errorf("bus: run %s: publish step %d of agent %q, chunk %s: %w", r.id, step, agent, f.Msg().Header.Get(hdrChunk), err)
+			failed = append(failed, todo[k])
+			if first == nil {
+				first = fmt.Errorf("chunk %s: %w", f.Msg().Header.Get(hdrChunk), err)
+			}
 		case <-ctx.Done():
-			return fmt.Errorf("bus: run %s: publish step %d of agent %q: %d of %d chunks acknowledged: %w", r.id, step, agent, i, len(acks), ctx.Err())
+			return append(failed, todo[k:len(acks)]...), ctx.Err()
 		}
 	}
-	return nil
+	slices.Sort(failed)
+	return failed, first
 }
 
 // chunkMsg is chunk i of n of payload, whose SHA-256 is sum.
@@ -109,6 +146,7 @@ type MissingError struct {
 	Partial map[string]int // of those, chunks received from agents that sent some
 	Chunks  map[string]int // and how many chunks those agents' payloads have
 	Waited  time.Duration
+	Last    error // the last error reading met on the way (a server unreachable), if any
 }
 
 func (e *MissingError) Error() string {
@@ -119,8 +157,12 @@ func (e *MissingError) Error() string {
 			parts[i] += fmt.Sprintf(" (%d of %d chunks)", got, e.Chunks[a])
 		}
 	}
-	return fmt.Sprintf("bus: run %s step %d: waited %v, still missing the payload of %s",
+	msg := fmt.Sprintf("bus: run %s step %d: waited %v, still missing the payload of %s",
 		e.Run, e.Step, e.Waited.Round(time.Millisecond), strings.Join(parts, ", "))
+	if e.Last != nil && !errors.Is(e.Last, errStalled) {
+		msg += " (last error: " + e.Last.Error() + ")"
+	}
+	return msg
 }
 
 // Collect waits until the payload of every named agent for step is on the
@@ -149,34 +191,18 @@ func (r *Run) Collect(ctx context.Context, step int, agents []string, timeout ti
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cons, err := r.stream.OrderedConsumer(wctx, jetstream.OrderedConsumerConfig{FilterSubjects: subjects})
-	if err != nil {
-		return nil, r.collectErr(ctx, wctx, step, agents, asm, start, err)
-	}
-	it, err := cons.Messages(jetstream.PullMaxBytes(max(8*r.chunk, 64<<20)))
-	if err != nil {
-		return nil, r.collectErr(ctx, wctx, step, agents, asm, start, err)
-	}
-	defer it.Stop()
-	for left := len(agents); left > 0; {
-		m, err := it.Next(jetstream.NextContext(wctx))
-		if err != nil {
-			return nil, r.collectErr(ctx, wctx, step, agents, asm, start, err)
-		}
-		a := m.Headers().Get(hdrAgent)
-		as := asm[a]
-		if as == nil {
-			return nil, fmt.Errorf("bus: run %s: collect step %d: message on %s names agent %q", r.id, step, m.Subject(), a)
-		}
-		done := as.done()
-		if err := as.add(m.Headers(), m.Data()); err != nil {
-			return nil, fmt.Errorf("bus: run %s: collect step %d, agent %q: %w", r.id, step, a, err)
-		}
-		if !done && as.done() {
-			if err := as.verify(); err != nil {
-				return nil, fmt.Errorf("bus: run %s: collect step %d, agent %q: %w", r.id, step, a, err)
+	c := collector{r: r, step: step, subjects: subjects, asm: asm, left: len(agents)}
+	var last error // the last transient error, for the timeout's message
+	for c.left > 0 {
+		if err := c.round(wctx); err != nil {
+			if errors.Is(err, errStalled) || (wctx.Err() == nil && !errors.Is(err, errBadPayload)) {
+				last = err
+				continue
 			}
-			left--
+			if errors.Is(err, errBadPayload) {
+				return nil, err
+			}
+			return nil, r.collectErr(ctx, step, agents, asm, start, last)
 		}
 	}
 	out := make(map[string][]byte, len(agents))
@@ -186,16 +212,101 @@ func (r *Run) Collect(ctx context.Context, step int, agents []string, timeout ti
 	return out, nil
 }
 
+// stallAfter is how long Collect reads nothing before it reads again through
+// a new consumer, from where it stopped: a pull lost to a server restart or a
+// reconnect costs this long, not the whole timeout.
+const stallAfter = 2 * time.Second
+
+var (
+	errStalled    = errors.New("no message for " + stallAfter.String())
+	errBadPayload = errors.New("bad payload")
+)
+
+// collector reads one step's chunks, in rounds: one ordered consumer each,
+// starting after the last message the previous round read.
+type collector struct {
+	r        *Run
+	step     int
+	subjects []string
+	asm      map[string]*assembly
+	left     int    // agents not complete yet
+	next     uint64 // stream sequence to read from; 0 = the start
+}
+
+func (c *collector) round(ctx context.Context) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: c.subjects}
+	if c.next > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, c.next
+	}
+	// A request lost with a dying connection waits as long as its context:
+	// give it a round's worth, not the whole timeout.
+	cctx, cancel := context.WithTimeout(ctx, stallAfter)
+	cons, err := c.r.stream.OrderedConsumer(cctx, cfg)
+	cancel()
+	if err != nil {
+		return pause(ctx, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxBytes(max(8*c.r.chunk, 64<<20)))
+	if err != nil {
+		return pause(ctx, err)
+	}
+	defer it.Stop()
+	for c.left > 0 {
+		nctx, cancel := context.WithTimeout(ctx, stallAfter)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && nctx.Err() != nil {
+				return errStalled
+			}
+			return pause(ctx, err)
+		}
+		if md, err := m.Metadata(); err == nil {
+			c.next = md.Sequence.Stream + 1
+		}
+		if err := c.add(m); err != nil {
+			return fmt.Errorf("bus: run %s: collect step %d: %w: %w", c.r.id, c.step, errBadPayload, err)
+		}
+	}
+	return nil
+}
+
+func (c *collector) add(m jetstream.Msg) error {
+	a := m.Headers().Get(hdrAgent)
+	as := c.asm[a]
+	if as == nil {
+		return fmt.Errorf("message on %s names agent %q", m.Subject(), a)
+	}
+	done := as.done()
+	if err := as.add(m.Headers(), m.Data()); err != nil {
+		return fmt.Errorf("agent %q: %w", a, err)
+	}
+	if !done && as.done() {
+		if err := as.verify(); err != nil {
+			return fmt.Errorf("agent %q: %w", a, err)
+		}
+		c.left--
+	}
+	return nil
+}
+
+// pause waits a moment after a transient error (a server restarting) and
+// returns it.
+func pause(ctx context.Context, err error) error {
+	select {
+	case <-ctx.Done():
+	case <-time.After(100 * time.Millisecond):
+	}
+	return err
+}
+
 // collectErr turns a wait that ended into a *MissingError when the timeout
 // ended it, and into ctx's error when the caller's ctx did.
-func (r *Run) collectErr(ctx, wctx context.Context, step int, agents []string, asm map[string]*assembly, start time.Time, err error) error {
+func (r *Run) collectErr(ctx context.Context, step int, agents []string, asm map[string]*assembly, start time.Time, last error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("bus: run %s: collect step %d: %w", r.id, step, ctx.Err())
 	}
-	if wctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("bus: run %s: collect step %d: %w", r.id, step, err)
-	}
-	e := &MissingError{Run: r.id, Step: step, Waited: time.Since(start), Partial: map[string]int{}, Chunks: map[string]int{}}
+	e := &MissingError{Run: r.id, Step: step, Waited: time.Since(start), Partial: map[string]int{}, Chunks: map[string]int{}, Last: last}
 	for _, a := range agents {
 		as := asm[a]
 		if as.done() {

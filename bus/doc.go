@@ -37,13 +37,25 @@
 //     re-publish after the window changes nothing either.
 //   - The barrier: Collect(ctx, step, agents, timeout) reads the step's subjects
 //     of the named agents from the start of the stream and returns when every
-//     agent's payload is complete. State lives in JetStream, not in a process
-//     of ours: any agent, restarted at any time, sees the same stream.
+//     agent's payload is complete, or a *MissingError naming the agents still
+//     missing (and how many chunks of a half-published payload arrived) when
+//     the timeout ends. State lives in JetStream, not in a process of ours:
+//     any agent, restarted at any time, sees the same stream.
+//   - Riding out a server restart. The client reconnects by itself, but a
+//     request or acknowledgement in flight when the server went down is lost
+//     and would wait as long as its context. So Collect reads in rounds: when
+//     nothing arrives for 2 s it reads again through a new ordered consumer,
+//     from the sequence after the last message it read; and Publish sends
+//     again every chunk not acknowledged within 10 s (harmless: message ids).
 //   - Identity: the first process to open a run records its config hash and
 //     code version; a process that brings other ones is refused with a
 //     *MismatchError saying what differs.
 //   - Liveness: Heartbeat / KeepAlive put a key per agent; Agents lists them
 //     with the server's time of the last beat.
+//
+// Credentials apply to in-process connections too; refusals are tested on
+// the listener, where they matter (in process, a refused client only sees its
+// pipe closed).
 //
 // Safety defaults: an embedded server listens on 127.0.0.1 (a free port) or on
 // nothing at all (InProcess); listening on another address requires

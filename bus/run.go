@@ -1,0 +1,242 @@
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DefaultDedupeWindow is how long the server remembers message ids to drop a
+// re-published chunk; Collect also drops duplicates outside it.
+const DefaultDedupeWindow = 24 * time.Hour
+
+// RunSpec names a run and what every process joining it must agree on.
+type RunSpec struct {
+	// ID names the run: letters, digits, '_' and '-', at most 64.
+	ID string
+	// ConfigHash identifies the run's config; required. A process opening
+	// the run with another hash is refused.
+	ConfigHash string
+	// CodeVersion identifies the build (a version or commit); a process with
+	// another one is refused. Empty is a value like any other.
+	CodeVersion string
+	// Replicas is how many servers keep the run's stream and buckets: 1 for
+	// one server, 3 for a three-node cluster. 0 means 1.
+	Replicas int
+	// DedupeWindow is how long the server drops re-published message ids;
+	// 0 means DefaultDedupeWindow.
+	DedupeWindow time.Duration
+}
+
+var runID = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// Run is a handle on one run's state on the bus: its identity and agent
+// liveness in a key-value bucket, and its step exchange in a stream.
+type Run struct {
+	id     string
+	conn   *Conn
+	stream jetstream.Stream
+	kv     jetstream.KeyValue
+	chunk  int
+}
+
+// Identity is what every process of one run must share.
+type Identity struct {
+	ConfigHash  string `json:"config_hash"`
+	CodeVersion string `json:"code_version"`
+}
+
+// Key-value keys of a run's bucket.
+const (
+	keyIdentity = "identity"
+	keyAlive    = "alive." // + agent token
+)
+
+// OpenRun opens a run: it creates the run's stream and bucket where they do
+// not exist yet, records the run's config hash and code version on first
+// open, and refuses (with a *MismatchError) a spec that differs from the
+// recorded ones.
+func (c *Conn) OpenRun(ctx context.Context, spec RunSpec) (*Run, error) {
+	if !runID.MatchString(spec.ID) {
+		return nil, fmt.Errorf("bus: run id %q: want 1 to 64 letters, digits, '_' or '-'", spec.ID)
+	}
+	if spec.ConfigHash == "" {
+		return nil, fmt.Errorf("bus: run %s: ConfigHash is required", spec.ID)
+	}
+	replicas := max(spec.Replicas, 1)
+	window := spec.DedupeWindow
+	if window == 0 {
+		window = DefaultDedupeWindow
+	}
+	if window < 0 {
+		return nil, fmt.Errorf("bus: run %s: DedupeWindow must be positive, got %v", spec.ID, window)
+	}
+	stream, err := c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        streamName(spec.ID),
+		Description: "hacrl run " + spec.ID + ": step exchange",
+		Subjects:    []string{stepPrefix(spec.ID) + ">"},
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		Duplicates:  window,
+		Retention:   jetstream.LimitsPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: run %s: step stream: %w", spec.ID, err)
+	}
+	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      "hacrl_" + spec.ID,
+		Description: "hacrl run " + spec.ID + ": identity and agent liveness",
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bus: run %s: key-value bucket: %w", spec.ID, err)
+	}
+	r := &Run{id: spec.ID, conn: c, stream: stream, kv: kv}
+	r.chunk = chunkSize(c.MaxPayload())
+	if err := r.checkIdentity(ctx, Identity{spec.ConfigHash, spec.CodeVersion}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Run) checkIdentity(ctx context.Context, mine Identity) error {
+	b, err := json.Marshal(mine)
+	if err != nil {
+		return err
+	}
+	if _, err := r.kv.Create(ctx, keyIdentity, b); err == nil {
+		return nil
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("bus: run %s: record identity: %w", r.id, err)
+	}
+	e, err := r.kv.Get(ctx, keyIdentity)
+	if err != nil {
+		return fmt.Errorf("bus: run %s: read identity: %w", r.id, err)
+	}
+	var theirs Identity
+	if err := json.Unmarshal(e.Value(), &theirs); err != nil {
+		return fmt.Errorf("bus: run %s: identity on the bus is not JSON: %w", r.id, err)
+	}
+	if theirs != mine {
+		return &MismatchError{Run: r.id, Recorded: theirs, Joining: mine}
+	}
+	return nil
+}
+
+// MismatchError refuses a process whose config hash or code version differs
+// from the run's.
+type MismatchError struct {
+	Run      string
+	Recorded Identity // what the run's first process recorded
+	Joining  Identity // what this process brought
+}
+
+func (e *MismatchError) Error() string {
+	var diffs []string
+	if e.Recorded.ConfigHash != e.Joining.ConfigHash {
+		diffs = append(diffs, fmt.Sprintf("config hash differs (run: %q, this process: %q)", e.Recorded.ConfigHash, e.Joining.ConfigHash))
+	}
+	if e.Recorded.CodeVersion != e.Joining.CodeVersion {
+		diffs = append(diffs, fmt.Sprintf("code version differs (run: %q, this process: %q)", e.Recorded.CodeVersion, e.Joining.CodeVersion))
+	}
+	return fmt.Sprintf("bus: run %s refuses this process: %s", e.Run, strings.Join(diffs, "; "))
+}
+
+// ID is the run's id.
+func (r *Run) ID() string { return r.id }
+
+// Heartbeat records that agent is alive now (the server's clock).
+func (r *Run) Heartbeat(ctx context.Context, agent string) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	if _, err := r.kv.Put(ctx, keyAlive+token(agent), []byte(agent)); err != nil {
+		return fmt.Errorf("bus: run %s: heartbeat of agent %q: %w", r.id, agent, err)
+	}
+	return nil
+}
+
+// KeepAlive beats for agent every interval until ctx is done, and returns
+// nil then; or the first heartbeat error. Run it in its own goroutine.
+func (r *Run) KeepAlive(ctx context.Context, agent string, every time.Duration) error {
+	if every <= 0 {
+		return fmt.Errorf("bus: run %s: heartbeat interval must be positive, got %v", r.id, every)
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := r.Heartbeat(ctx, agent); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Agent is an agent's liveness as the bus saw it.
+type Agent struct {
+	Name     string
+	LastSeen time.Time // the server's time of the agent's last heartbeat
+}
+
+// Agents lists every agent that ever beat in this run, by name.
+func (r *Run) Agents(ctx context.Context) ([]Agent, error) {
+	lister, err := r.kv.ListKeysFiltered(ctx, keyAlive+">")
+	if err != nil {
+		return nil, fmt.Errorf("bus: run %s: list agents: %w", r.id, err)
+	}
+	var out []Agent
+	for k := range lister.Keys() {
+		e, err := r.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bus: run %s: read %s: %w", r.id, k, err)
+		}
+		out = append(out, Agent{Name: string(e.Value()), LastSeen: e.Created()})
+	}
+	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func streamName(run string) string { return "HACRL_" + run }
+
+func stepPrefix(run string) string { return "hacrl." + run + ".step." }
+
+func checkAgent(agent string) error {
+	if agent == "" {
+		return errors.New("bus: empty agent name")
+	}
+	return nil
+}
+
+// token encodes any agent name as a NATS subject token and key-value key:
+// letters, digits, '_' and '-' stay, every other byte becomes =XX.
+func token(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '-':
+			b.WriteByte(c)
+		default:
+			fmt.Fprintf(&b, "=%02X", c)
+		}
+	}
+	return b.String()
+}

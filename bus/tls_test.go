@@ -82,7 +82,7 @@ func TestTLS(t *testing.T) {
 		{"mutual TLS, client certificate", TLSFiles{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile},
 			TLSFiles{CAFile: caFile, CertFile: cliCert, KeyFile: cliKey}, ""},
 		{"mutual TLS, no client certificate", TLSFiles{CertFile: srvCert, KeyFile: srvKey, CAFile: caFile},
-			TLSFiles{CAFile: caFile}, "certificate"},
+			TLSFiles{CAFile: caFile}, "tls"}, // the refusal reaches the client as "certificate required" or as the closed connection, by timing
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1173,44 +1173,62 @@ func TestNativeGradientsMatchGraph(t *testing.T) {
 			ws[0] = 0
 			seqs, w = append(seqs, s), append(w, ws)
 		}
-		var acc [2][][]float64
-		var lps [2][][]float32
-		for i, e := range []Engine{EngineNative, EngineGraph} {
-			m.SetEngine(e)
-			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-3})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Two calls: the second adds to the first's accumulated gradient.
-			if lps[i], err = tr.Accumulate(ctx, seqs[:2], w[:2]); err != nil {
-				t.Fatal(err)
-			}
-			lp, err := tr.Accumulate(ctx, seqs[2:], w[2:])
-			if err != nil {
-				t.Fatal(err)
-			}
-			lps[i] = append(lps[i], lp...)
-			acc[i] = tr.accumulated()
-		}
-		for r := range lps[0] {
-			for j := range lps[0][r] {
-				if d := math.Abs(float64(lps[0][r][j] - lps[1][r][j])); d > 1e-4 {
-					t.Errorf("%s: sequence %d token %d: native lp %v, graph %v", name, r, j, lps[0][r][j], lps[1][r][j])
-				}
-			}
-		}
+		acc, lps := accumulateOnEngines(ctx, t, m, seqs, w, 2)
+		checkLogProbsAgree(t, name, lps)
 		for i, s := range m.specs {
-			nat, gr := acc[0][i], acc[1][i]
-			diff, norm := 0.0, 0.0
-			for j := range gr {
-				diff += (nat[j] - gr[j]) * (nat[j] - gr[j])
-				norm += gr[j] * gr[j]
-			}
-			if math.Sqrt(diff) > 1e-4*math.Sqrt(norm)+1e-6 {
-				t.Errorf("%s: %s: native gradient differs from the graph's by %.3g (norm %.3g)", name, s.name, math.Sqrt(diff), math.Sqrt(norm))
+			if diff, norm := gradientGap(acc[0][i], acc[1][i]); diff > 1e-4*norm+1e-6 {
+				t.Errorf("%s: %s: native gradient differs from the graph's by %.3g (norm %.3g)", name, s.name, diff, norm)
 			}
 		}
 	}
+}
+
+// accumulateOnEngines accumulates seqs weighted by w into a fresh trainer
+// of m on the native engine and on the graphs, in two calls (the first
+// split sequences, then the rest: the second adds to the first's gradient),
+// and returns each engine's accumulated gradient and log-probs.
+func accumulateOnEngines(ctx context.Context, t *testing.T, m *Model, seqs []Sequence, w [][]float32, split int) (acc [2][][]float64, lps [2][][]float32) {
+	t.Helper()
+	for i, e := range []Engine{EngineNative, EngineGraph} {
+		m.SetEngine(e)
+		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lps[i], err = tr.Accumulate(ctx, seqs[:split], w[:split]); err != nil {
+			t.Fatal(err)
+		}
+		lp, err := tr.Accumulate(ctx, seqs[split:], w[split:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		lps[i] = append(lps[i], lp...)
+		acc[i] = tr.accumulated()
+	}
+	return acc, lps
+}
+
+// checkLogProbsAgree fails when the native engine's log-probs (lps[0]) and
+// the graphs' (lps[1]) differ by more than 1e-4 anywhere.
+func checkLogProbsAgree(t *testing.T, label string, lps [2][][]float32) {
+	t.Helper()
+	for r := range lps[0] {
+		for j := range lps[0][r] {
+			if d := math.Abs(float64(lps[0][r][j] - lps[1][r][j])); d > 1e-4 {
+				t.Errorf("%s: sequence %d token %d: native lp %v, graph %v", label, r, j, lps[0][r][j], lps[1][r][j])
+			}
+		}
+	}
+}
+
+// gradientGap is the Euclidean distance between the gradients nat and gr
+// and gr's norm.
+func gradientGap(nat, gr []float64) (diff, norm float64) {
+	for j := range gr {
+		diff += (nat[j] - gr[j]) * (nat[j] - gr[j])
+		norm += gr[j] * gr[j]
+	}
+	return math.Sqrt(diff), math.Sqrt(norm)
 }
 
 // Training steps (accumulation over two calls, clipping, weight decay) on

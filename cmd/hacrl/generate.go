@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
 	"github.com/hacrl/hacrl/train"
@@ -114,15 +113,7 @@ gives for the same prompt_ids and response_ids.
 					return err
 				}
 			}
-			s, err := tf.load(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			b, err := backend.New(backend.Choose(backendCfg))
-			if err != nil {
-				return err
-			}
-			a, err := s.Agent(b)
+			_, a, _, err := tf.loadAgent(cmd, args[0], backendCfg)
 			if err != nil {
 				return err
 			}

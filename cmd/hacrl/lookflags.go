@@ -1,7 +1,7 @@
 package main
 
 // The template flags of the commands that look at one agent alone
-// (generate, score, prompt), and their helpers.
+// (generate, score, prompt, serve), and their helpers.
 
 import (
 	"encoding/json"
@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gomlx/compute"
+	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/tokenizer"
 	"github.com/hacrl/hacrl/train"
 	"github.com/spf13/cobra"
@@ -104,6 +106,24 @@ func (t *templateFlags) load(cmd *cobra.Command, dir string) (*train.Saved, erro
 		fmt.Fprintf(cmd.ErrOrStderr(), "hacrl %s: --template %s replaces the checkpoint's %s\n", cmd.Name(), t.kind, s.Meta.Template.Kind)
 	}
 	return s, nil
+}
+
+// loadAgent is load, then the agent on a backend of backendCfg (the
+// --backend flag): what generate, score and serve start from.
+func (t *templateFlags) loadAgent(cmd *cobra.Command, dir, backendCfg string) (*train.Saved, *train.Agent, compute.Backend, error) {
+	s, err := t.load(cmd, dir)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	b, err := backend.New(backend.Choose(backendCfg))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	a, err := s.Agent(b)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return s, a, b, nil
 }
 
 // templateSource says where a loaded template's kind came from.

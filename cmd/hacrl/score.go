@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/internal/jsonobj"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/train"
@@ -59,15 +58,7 @@ standard output.
 				return err
 			}
 			defer in.Close()
-			s, err := tf.load(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			b, err := backend.New(backend.Choose(backendCF))
-			if err != nil {
-				return err
-			}
-			a, err := s.Agent(b)
+			_, a, _, err := tf.loadAgent(cmd, args[0], backendCF)
 			if err != nil {
 				return err
 			}

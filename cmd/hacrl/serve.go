@@ -7,7 +7,6 @@ import (
 
 	"github.com/gomlx/compute"
 
-	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/serve"
 	"github.com/hacrl/hacrl/train"
@@ -80,15 +79,7 @@ float16 checkpoints load as float32).
 			if apiKey == "" {
 				apiKey = serve.APIKeyFromEnv()
 			}
-			s, err := tf.load(cmd, args[0])
-			if err != nil {
-				return err
-			}
-			b, err := backend.New(backend.Choose(backendCfg))
-			if err != nil {
-				return err
-			}
-			a, err := s.Agent(b)
+			s, a, b, err := tf.loadAgent(cmd, args[0], backendCfg)
 			if err != nil {
 				return err
 			}

@@ -51,7 +51,7 @@ func (c *Client) pushFromDisk(ctx context.Context, version string, save func(dir
 		return err
 	}
 	dir := filepath.Join(root, "v"+version)
-	if err := writeDir(dir, save); err != nil {
+	if err := atomicfile.WriteDir(dir, save); err != nil {
 		return err
 	}
 	data, err := c.post(ctx, "/update_weights_from_disk", map[string]string{"model_path": dir, "weight_version": version})
@@ -87,7 +87,7 @@ func (c *Client) pushVLLM(ctx context.Context, version string, save func(dir str
 	}
 	base := filepath.Base(link) + ".v"
 	dir := link + ".v" + version
-	if err := writeDir(dir, save); err != nil {
+	if err := atomicfile.WriteDir(dir, save); err != nil {
 		return err
 	}
 	tmp := link + ".tmp-link"
@@ -109,34 +109,6 @@ func (c *Client) pushVLLM(ctx context.Context, version string, save func(dir str
 		return err
 	}
 	return removeOthers(filepath.Dir(link), base, filepath.Base(dir))
-}
-
-// writeDir fills dir through a temporary sibling renamed over it, so dir is
-// absent or complete; an older dir of the same name (a push interrupted
-// before its reload) is replaced.
-func writeDir(dir string, save func(string) error) error {
-	parent := filepath.Dir(dir)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(parent, ".tmp-"+filepath.Base(dir)+"-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	if err := save(tmp); err != nil {
-		return err
-	}
-	if err := atomicfile.SyncTree(tmp); err != nil {
-		return err
-	}
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dir); err != nil {
-		return err
-	}
-	return atomicfile.SyncDir(parent)
 }
 
 // removeOthers removes the entries of parent named prefix+… other than

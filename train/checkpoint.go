@@ -43,47 +43,12 @@ func checkpointDir(out string, step int) string {
 	return filepath.Join(out, "checkpoints", fmt.Sprintf("%s%08d", checkpointPrefix, step))
 }
 
-// writeDirAtomic builds a directory in a temporary sibling and renames it over
-// dst, so dst is either the old complete directory or the new complete one.
-func writeDirAtomic(dst string, fill func(tmp string) error) error {
-	parent := filepath.Dir(dst)
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp(parent, ".tmp-"+filepath.Base(dst)+"-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	if err := fill(tmp); err != nil {
-		return err
-	}
-	if err := atomicfile.SyncTree(tmp); err != nil {
-		return err
-	}
-	old := ""
-	if _, err := os.Stat(dst); err == nil {
-		old = dst + ".old"
-		os.RemoveAll(old)
-		if err := os.Rename(dst, old); err != nil {
-			return err
-		}
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		return err
-	}
-	if old != "" {
-		os.RemoveAll(old)
-	}
-	return atomicfile.SyncDir(parent)
-}
-
 // checkpoint saves the whole run after `step` completed steps and prunes old
 // checkpoints beyond checkpoint.keep.
 func (r *Run) checkpoint(step int) error {
 	r.obs.Phase(step, "", "checkpoint")
 	dst := checkpointDir(r.cfg.Out, step)
-	err := writeDirAtomic(dst, func(tmp string) error {
+	err := atomicfile.WriteDir(dst, func(tmp string) error {
 		for _, a := range r.agents {
 			if err := saveAgent(a, filepath.Join(tmp, "agents", a.Name), true); err != nil {
 				return err
@@ -373,7 +338,7 @@ func (r *Run) saveReferences() error {
 			continue
 		}
 		dir := filepath.Join(r.cfg.Out, "reference", a.Name)
-		if err := writeDirAtomic(dir, a.Ref.Save); err != nil {
+		if err := atomicfile.WriteDir(dir, a.Ref.Save); err != nil {
 			return fmt.Errorf("reference model of %s: %w", a.Name, err)
 		}
 	}
@@ -397,7 +362,7 @@ func (r *Run) saveBases() error {
 		if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 			continue
 		}
-		err := writeDirAtomic(dir, func(tmp string) error {
+		err := atomicfile.WriteDir(dir, func(tmp string) error {
 			if err := a.Model.Base().Save(tmp); err != nil {
 				return err
 			}

@@ -50,6 +50,7 @@ import (
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/hacpo"
+	"github.com/hacrl/hacrl/internal/atomicfile"
 	"github.com/hacrl/hacrl/internal/runlock"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
@@ -433,7 +434,7 @@ func (r *Run) saveFinal(onlyMissing bool) error {
 		if _, err := os.Stat(filepath.Join(dst, "agent.json")); onlyMissing && err == nil {
 			continue
 		}
-		if err := writeDirAtomic(dst, func(tmp string) error { return saveAgent(a, tmp, false) }); err != nil {
+		if err := atomicfile.WriteDir(dst, func(tmp string) error { return saveAgent(a, tmp, false) }); err != nil {
 			return fmt.Errorf("train: final checkpoint of %s: %w", a.Name, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gomlx/compute"
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/internal/atomicfile"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
 )
@@ -204,7 +205,7 @@ func MergeAdapter(b compute.Backend, base, adapter, out, dtype string) error {
 	if err := m.MergeLoRA(); err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
-	return writeDirAtomic(out, func(tmp string) error {
+	return atomicfile.WriteDir(out, func(tmp string) error {
 		if err := m.SaveWith(tmp, model.SaveOptions{DType: dtype}); err != nil {
 			return fmt.Errorf("merge: %w", err)
 		}

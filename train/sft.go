@@ -13,6 +13,7 @@ import (
 
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/internal/atomicfile"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/task"
 	"github.com/hacrl/hacrl/tokenizer"
@@ -250,7 +251,7 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 		}
 	}
 	res.Steps = cfg.Steps
-	if err := writeDirAtomic(cfg.Out, func(tmp string) error {
+	if err := atomicfile.WriteDir(cfg.Out, func(tmp string) error {
 		if err := saveAgent(a, tmp, false); err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-// Package atomicfile writes files atomically: the content goes to a temporary
+// Package atomicfile writes files and directories atomically: the content goes to a temporary
 // file in the destination's directory, which is synced and then renamed over
 // the destination, so readers see either the old file or the complete new one,
 // never a partial write, even after a crash.
@@ -90,4 +90,40 @@ func SyncDir(path string) error {
 	}
 	defer f.Close()
 	return f.Sync()
+}
+
+// WriteDir builds a directory in a temporary sibling with fill and renames
+// it over dst, so dst is either the old complete directory or the new
+// complete one, even after a crash (a checkpoint, a weights version).
+func WriteDir(dst string, fill func(tmp string) error) error {
+	parent := filepath.Dir(dst)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, ".tmp-"+filepath.Base(dst)+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := fill(tmp); err != nil {
+		return err
+	}
+	if err := SyncTree(tmp); err != nil {
+		return err
+	}
+	old := ""
+	if _, err := os.Stat(dst); err == nil {
+		old = dst + ".old"
+		os.RemoveAll(old)
+		if err := os.Rename(dst, old); err != nil {
+			return err
+		}
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return err
+	}
+	if old != "" {
+		os.RemoveAll(old)
+	}
+	return SyncDir(parent)
 }

@@ -51,3 +51,37 @@ func TestIsTemp(t *testing.T) {
 		}
 	}
 }
+
+// WriteDir replaces a directory whole, and a failing fill leaves the old
+// one and no temporary directory behind.
+func TestWriteDir(t *testing.T) {
+	dst := filepath.Join(t.TempDir(), "ckpt", "step-1")
+	write := func(content string, fail bool) error {
+		return WriteDir(dst, func(tmp string) error {
+			if err := os.WriteFile(filepath.Join(tmp, "f"), []byte(content), 0o644); err != nil {
+				return err
+			}
+			if fail {
+				return os.ErrInvalid
+			}
+			return nil
+		})
+	}
+	for _, tc := range []struct {
+		content string
+		fail    bool
+		want    string
+	}{{"one", false, "one"}, {"two", false, "two"}, {"three", true, "two"}} {
+		if err := write(tc.content, tc.fail); (err != nil) != tc.fail {
+			t.Fatalf("WriteDir(%q): %v", tc.content, err)
+		}
+		got, err := os.ReadFile(filepath.Join(dst, "f"))
+		if err != nil || string(got) != tc.want {
+			t.Fatalf("after writing %q (fail %v): %q %v, want %q", tc.content, tc.fail, got, err, tc.want)
+		}
+		entries, _ := os.ReadDir(filepath.Dir(dst))
+		if len(entries) != 1 {
+			t.Fatalf("after writing %q: %d entries beside the directory, want it alone", tc.content, len(entries))
+		}
+	}
+}

@@ -236,8 +236,8 @@ func rawFault(addr string, kind int) error {
 		_, err = io.WriteString(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Le")
 	case 1: // mid-body: 3000 bytes announced, 30 sent
 		_, err = io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 3000\r\n\r\n{\"messages\":[{\"role\":\"user\"")
-	case 2: // mid-stream: leave after the first chunk
-		body := `{"prompt":"1+1=","max_tokens":50,"ignore_eos":true,"stream":true,"seed":1}`
+	case 2: // mid-stream: leave after the first chunk, while 4 long choices still decode
+		body := `{"prompt":"1+1=","n":4,"max_tokens":50,"ignore_eos":true,"stream":true,"seed":1}`
 		if _, err = fmt.Fprintf(conn, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
 			return err
 		}

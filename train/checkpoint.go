@@ -354,9 +354,9 @@ func baseDir(out, agent string) string { return filepath.Join(out, "base", agent
 // (whose base_model_name_or_path names it) load in hacrl eval, generate,
 // score and merge, and in PEFT.
 func (r *Run) saveBases() error {
-	for i, a := range r.agents {
+	for _, a := range r.agents {
 		dir := baseDir(r.cfg.Out, a.Name)
-		if !a.isLoRA() || r.cfg.Agents[i].Checkpoint != "" {
+		if !a.isLoRA() || r.cfg.Agents[a.Index].Checkpoint != "" {
 			continue
 		}
 		if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {

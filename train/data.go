@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -72,8 +73,9 @@ func (p *problems) at(pos int) task.Problem {
 // longer run checks more. Misfits are an error that counts them per agent
 // and names the first few, unless a dataset says too_long: drop, which
 // leaves the problems too long for any agent out of every agent's training
-// set and logs how many.
-func (r *Run) checkTrainFits() error {
+// set and logs how many. A member process learns the other agents' misfits
+// through the setup exchange.
+func (r *Run) checkTrainFits(ctx context.Context) error {
 	var probs []task.Problem
 	source := r.data.source
 	if r.data.finite {
@@ -100,6 +102,27 @@ func (r *Run) checkTrainFits() error {
 				tooLong[m.index] = true
 				dropped++
 			}
+		}
+	}
+	if r.member != nil && r.data.finite && r.cfg.Dataset.TooLong == "drop" {
+		// Every process must leave out the problems too long for any agent,
+		// not only for its own.
+		var mine []int
+		for i, bad := range tooLong {
+			if bad {
+				mine = append(mine, i)
+			}
+		}
+		union, all, err := r.shareTooLong(ctx, mine, errs)
+		if err != nil {
+			return err
+		}
+		errs, dropped = all, len(union)
+		for _, i := range union {
+			if i < 0 || i >= len(tooLong) {
+				return fmt.Errorf("setup: another agent names training problem %d of %d", i, len(tooLong))
+			}
+			tooLong[i] = true
 		}
 	}
 	switch {

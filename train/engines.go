@@ -26,7 +26,8 @@ func (a *Agent) sampler() rolloutengine.Engine {
 // server its client. It makes no request: the first push (pushWeights at
 // the start of Train) is the first contact.
 func (r *Run) setupRolloutEngines() error {
-	for i, a := range r.agents {
+	for _, a := range r.agents {
+		i := a.Index
 		rc := r.cfg.Agents[i].Rollout
 		if !rc.Remote() {
 			continue

@@ -134,7 +134,8 @@ func (r *Run) evaluate(ctx context.Context, step int) error {
 		r.firstEvalStep = step
 	}
 	r.lastEvalStep = step
-	for i, a := range r.agents {
+	for _, a := range r.agents {
+		i := a.Index
 		r.obs.Phase(step, a.Name, "eval")
 		t0 := time.Now()
 		vals := map[string]float64{}

@@ -89,7 +89,7 @@ func clipName(c hacpo.Clip) string {
 // writeRollouts writes the log of step (counted from 1): every pooled
 // response, by prompt, then source, then sample, with what each learner made
 // of it. It does nothing for a step that is not logged.
-func (r *Run) writeRollouts(step int, problems []task.Problem, pool *rollout.Pool, tr *trace) error {
+func (r *Run) writeRollouts(step int, problems []task.Problem, pool *rollout.Pool, texts [][]string, tr *trace) error {
 	if tr == nil {
 		return nil
 	}
@@ -97,24 +97,21 @@ func (r *Run) writeRollouts(step int, problems []task.Problem, pool *rollout.Poo
 	for p, idx := range pool.Groups() { // each group in pool order: by source, then sample
 		prob := problems[p]
 		sample, last := 0, -1
-		var promptText string
 		for _, i := range idx {
 			ro := &pool.Rollouts[i]
-			a := r.agents[ro.Source]
 			if ro.Source != last {
 				sample, last = 0, ro.Source
-				promptText = a.Template.RenderFor(a.Tok, prob.Question)
 			}
 			rec := rollout.Record{
 				Step: step, Prompt: p, ProblemID: prob.ID, Question: prob.Question, Answer: prob.Answer,
-				Agent: a.Name, Sample: sample, PromptText: promptText, Response: ro.Text, Reward: ro.Reward,
+				Agent: r.names[ro.Source], Sample: sample, PromptText: texts[ro.Source][p], Response: ro.Text, Reward: ro.Reward,
 				Tokens: len(ro.Tokens), Truncated: !ro.Stopped, WeightVersion: ro.WeightVersion, Learners: []rollout.LearnerUse{},
 			}
 			sample++
-			for k, l := range r.agents {
+			for k, l := range r.names {
 				if tr.seen[i][k] {
 					u := tr.uses[i][k]
-					u.Learner = l.Name
+					u.Learner = l
 					rec.Learners = append(rec.Learners, u)
 				}
 			}

@@ -43,6 +43,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,13 +77,20 @@ type Options struct {
 	// the directories it refuses to empty). Not with Resume.
 	Overwrite bool
 	Observer  Observer
+	// Member, when set, makes this process one agent's process of a run
+	// whose agents are separate processes (exchange.go): it trains only
+	// Member.Agent, in its own OUT, and shares each step's rollouts with
+	// the others through Member.Exchange.
+	Member *Member
 }
 
 // Run is a training run in progress.
 type Run struct {
 	cfg     *config.Config
 	backend compute.Backend
-	agents  []*Agent
+	agents  []*Agent // the agents this process trains: all, or a member's one
+	names   []string // every agent of the config, in order (Agent.Index)
+	member  *Member  // nil: every agent in this process
 	algo    hacpo.Settings
 	tracker *hacpo.CapabilityTracker
 	data    *problems
@@ -134,7 +142,13 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	if obs == nil {
 		obs = logObserver{}
 	}
-	r := &Run{cfg: cfg, algo: algo, obs: obs, seed: uint64(cfg.Seed), firstEvalStep: -1, lastEvalStep: -1}
+	r := &Run{cfg: cfg, algo: algo, obs: obs, seed: uint64(cfg.Seed), firstEvalStep: -1, lastEvalStep: -1, member: opts.Member}
+	for _, ac := range cfg.Agents {
+		r.names = append(r.names, ac.Name)
+	}
+	if m := opts.Member; m != nil && (m.Exchange == nil || !slices.Contains(r.names, m.Agent)) {
+		return nil, fmt.Errorf("train: member process: agent %q is not one of the config's agents %v (or no exchange)", m.Agent, r.names)
+	}
 	if r.trainCfg, err = trainingConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -149,7 +163,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	if err := r.buildInputs(); err != nil {
 		return nil, err
 	}
-	ckpt, err := r.loadAgents(opts.Resume)
+	ckpt, err := r.loadAgents(ctx, opts.Resume)
 	if err != nil {
 		return nil, err
 	}
@@ -195,9 +209,12 @@ func (r *Run) buildInputs() error {
 // checkpoint over them (nil when there is none); then checks that every
 // training and evaluation prompt fits each agent, gives each its frozen
 // reference (when the KL term is on) and its engine. It writes nothing.
-func (r *Run) loadAgents(resume bool) (*loaded, error) {
+func (r *Run) loadAgents(ctx context.Context, resume bool) (*loaded, error) {
 	cfg := r.cfg
 	for i, ac := range cfg.Agents {
+		if r.member != nil && ac.Name != r.member.Agent {
+			continue
+		}
 		a, err := newAgent(r.backend, i, ac, r.rng(0, i, "lora").Int64(), false, r.obs.Log)
 		if err != nil {
 			return nil, err
@@ -224,11 +241,11 @@ func (r *Run) loadAgents(resume bool) (*loaded, error) {
 		r.restore(ckpt)
 	} else {
 		var err error
-		if r.tracker, err = hacpo.NewCapabilityTracker(len(r.agents), r.algo.Capability); err != nil {
+		if r.tracker, err = hacpo.NewCapabilityTracker(len(r.names), r.algo.Capability); err != nil {
 			return nil, err
 		}
 	}
-	if err := r.checkTrainFits(); err != nil {
+	if err := r.checkTrainFits(ctx); err != nil {
 		return nil, err
 	}
 	if err := r.checkEvalFits(); err != nil {
@@ -388,8 +405,8 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 		done := step + 1
 		elapsed := time.Since(ts)
-		for i, a := range r.agents {
-			if err := r.metrics.Write(metrics.Record{Step: done, Agent: a.Name, Values: vals[i]}); err != nil {
+		for _, a := range r.agents {
+			if err := r.metrics.Write(metrics.Record{Step: done, Agent: a.Name, Values: vals[a.Index]}); err != nil {
 				return nil, err
 			}
 		}
@@ -408,6 +425,9 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 			if err := r.checkpoint(done); err != nil {
 				return nil, err
 			}
+			if err := r.keepFrom(ctx); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := r.saveFinal(false); err != nil {
@@ -418,8 +438,8 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 
 func stepSummary(agents []*Agent, vals []map[string]float64) string {
 	var parts []string
-	for i, a := range agents {
-		parts = append(parts, fmt.Sprintf("%s acc %.3f", a.Name, vals[i]["accuracy/train"]))
+	for _, a := range agents {
+		parts = append(parts, fmt.Sprintf("%s acc %.3f", a.Name, vals[a.Index]["accuracy/train"]))
 	}
 	return strings.Join(parts, " · ")
 }
@@ -453,15 +473,15 @@ func (r *Run) Plan() string {
 	var b strings.Builder
 	c := r.cfg.Batch
 	G := c.ResponsesPerPrompt * r.algo.ResponsesMultiplier
-	counts := make([]int, len(r.agents))
+	counts := make([]int, len(r.names))
 	for i := range counts {
 		counts[i] = c.PromptsPerStep * G
 	}
 	fmt.Fprintf(&b, "method %s (%s rollouts), %d agents, %d steps, seed %d\n", r.algo.Method,
-		map[bool]string{true: "shared", false: "private"}[r.algo.SharesRollouts], len(r.agents), r.cfg.Steps, r.cfg.Seed)
+		map[bool]string{true: "shared", false: "private"}[r.algo.SharesRollouts], len(r.names), r.cfg.Steps, r.cfg.Seed)
 	fmt.Fprintf(&b, "per step: %d prompts × %d responses = %d rollouts per agent\n", c.PromptsPerStep, G, c.PromptsPerStep*G)
-	for k, a := range r.agents {
-		p, err := r.algo.PlanMiniBatches(k, counts, c.MiniBatch)
+	for _, a := range r.agents {
+		p, err := r.algo.PlanMiniBatches(a.Index, counts, c.MiniBatch)
 		if err != nil {
 			fmt.Fprintf(&b, "  %s: %v\n", a.Name, err)
 			continue

@@ -89,12 +89,49 @@ func fitError(a *Agent, problems []task.Problem, bad []misfit, maxNew int) error
 
 // sample makes every agent answer every prompt G times and scores the answers
 // with the verifier and with the source's own model (old log-probs, spec §2.7
-// step 3). It fills per-agent sampling metrics.
-func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, error) {
+// step 3). It fills per-agent sampling metrics. A member process does this
+// for its own agent and shares the result (exchange.go); the pool it returns
+// holds every agent's rollouts either way, with each source's prompt texts
+// when the step's rollouts are logged.
+func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, [][]string, error) {
+	pool, err := r.sampleOwn(ctx, step, problems, prompts, vals)
+	if err != nil {
+		return nil, nil, err
+	}
+	texts := r.promptTexts(step+1, problems)
+	if r.member == nil {
+		return pool, texts, nil
+	}
+	var mine []string
+	if texts != nil {
+		mine = texts[r.agents[0].Index]
+	}
+	return r.share(ctx, step, pool, mine)
+}
+
+// promptTexts renders the step's prompts as text for each of this process's
+// agents (by Agent.Index), when the step's rollouts are logged; else nil.
+func (r *Run) promptTexts(step int, problems []task.Problem) [][]string {
+	if every := r.cfg.Rollouts.Every; every <= 0 || step%every != 0 {
+		return nil
+	}
+	texts := make([][]string, len(r.names))
+	for _, a := range r.agents {
+		texts[a.Index] = make([]string, len(problems))
+		for i, p := range problems {
+			texts[a.Index][i] = a.Template.RenderFor(a.Tok, p.Question)
+		}
+	}
+	return texts
+}
+
+// sampleOwn is sample for this process's agents.
+func (r *Run) sampleOwn(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, error) {
 	G := r.cfg.Batch.ResponsesPerPrompt * r.algo.ResponsesMultiplier
-	pool := &rollout.Pool{Agents: len(r.agents), Prompts: len(problems)}
-	served := make([][][]float32, len(r.agents)) // per agent sampling through a server, its log-probs of each response
-	for j, a := range r.agents {
+	pool := &rollout.Pool{Agents: len(r.names), Prompts: len(problems)}
+	served := make([][][]float32, len(r.names)) // per agent sampling through a server, its log-probs of each response
+	for _, a := range r.agents {
+		j := a.Index
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -140,7 +177,8 @@ func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, pro
 		return nil, err
 	}
 	// Old log-probs: every source scores its own responses before any update.
-	for j, a := range r.agents {
+	for _, a := range r.agents {
+		j := a.Index
 		r.obs.Phase(step+1, a.Name, "score")
 		t0 := time.Now()
 		own := pool.BySource(j)
@@ -185,15 +223,15 @@ func (r *Run) scoreRewards(ctx context.Context, step int, problems []task.Proble
 	}
 	rs := make([]response, len(pool.Rollouts))
 	for i, ro := range pool.Rollouts {
-		rs[i] = response{problem: problems[ro.Prompt], agent: r.agents[ro.Source], text: ro.Text, tokens: len(ro.Tokens), stopped: ro.Stopped}
+		rs[i] = response{problem: problems[ro.Prompt], agent: r.agent(ro.Source), text: ro.Text, tokens: len(ro.Tokens), stopped: ro.Stopped}
 	}
 	res, err := r.trainJudge(step+1)(ctx, rs)
 	if err != nil {
 		return fmt.Errorf("step %d: %w", step+1, err)
 	}
-	sum := make([]float64, len(r.agents))
-	correct := make([]float64, len(r.agents))
-	count := make([]float64, len(r.agents))
+	sum := make([]float64, len(r.names))
+	correct := make([]float64, len(r.names))
+	count := make([]float64, len(r.names))
 	for i := range pool.Rollouts {
 		ro := &pool.Rollouts[i]
 		ro.Reward = res[i].Reward
@@ -203,7 +241,8 @@ func (r *Run) scoreRewards(ctx context.Context, step int, problems []task.Proble
 		}
 		count[ro.Source]++
 	}
-	for j := range r.agents {
+	for _, a := range r.agents {
+		j := a.Index
 		vals[j]["reward/mean"] = sum[j] / count[j]
 		vals[j]["accuracy/train"] = correct[j] / count[j]
 	}
@@ -212,6 +251,16 @@ func (r *Run) scoreRewards(ctx context.Context, step int, problems []task.Proble
 		r.wide["reward/calls"] = float64(r.reward.Calls() - calls)
 	}
 	return nil
+}
+
+// agent returns this process's agent with config index j.
+func (r *Run) agent(j int) *Agent {
+	for _, a := range r.agents {
+		if a.Index == j {
+			return a
+		}
+	}
+	panic(fmt.Sprintf("train: agent %d is not in this process", j))
 }
 
 // guard decides what a non-finite loss or gradient does: skip the mini-batch

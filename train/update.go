@@ -17,24 +17,24 @@ import (
 
 // step runs one training step and returns each agent's metrics.
 func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) {
-	vals := make([]map[string]float64, len(r.agents))
-	for i := range vals {
-		vals[i] = map[string]float64{}
-	}
+	// Indexed by the config's agent order (Agent.Index): a member process
+	// fills only its own agent's entries.
+	vals := make([]map[string]float64, len(r.names))
+	prompts := make([][][]int, len(r.names))
 	problems := r.drawProblems(step)
-	prompts := make([][][]int, len(r.agents))
-	for j, a := range r.agents {
+	for _, a := range r.agents {
+		vals[a.Index] = map[string]float64{}
 		if err := CheckFits(a, problems, a.Sampling.MaxNewTokens); err != nil {
 			return nil, fmt.Errorf("step %d: %w", step+1, err)
 		}
-		prompts[j] = renderPrompts(a, problems)
+		prompts[a.Index] = renderPrompts(a, problems)
 	}
-	pool, err := r.sample(ctx, step, problems, prompts, vals)
+	pool, texts, err := r.sample(ctx, step, problems, prompts, vals)
 	if err != nil {
 		return nil, err
 	}
 	// Capabilities take this step's rewards before any advantage (spec §7 item 14).
-	rewards := make([][]float64, len(r.agents))
+	rewards := make([][]float64, len(r.names))
 	for _, ro := range pool.Rollouts {
 		rewards[ro.Source] = append(rewards[ro.Source], ro.Reward)
 	}
@@ -42,12 +42,13 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 		return nil, fmt.Errorf("step %d: capability: %w", step+1, err)
 	}
 	tr := r.newTrace(step+1, pool)
-	for k, a := range r.agents {
+	for _, a := range r.agents {
+		k := a.Index
 		vals[k]["capability"] = r.tracker.Capability(k)
 		if r.algo.SharesRollouts {
-			for j, src := range r.agents {
+			for j, src := range r.names {
 				if j != k {
-					vals[k]["omega/"+src.Name] = r.tracker.Omega(j, k)
+					vals[k]["omega/"+src] = r.tracker.Omega(j, k)
 				}
 			}
 		}
@@ -59,7 +60,7 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 		}
 		r.idle(a)
 	}
-	if err := r.writeRollouts(step+1, problems, pool, tr); err != nil {
+	if err := r.writeRollouts(step+1, problems, pool, texts, tr); err != nil {
 		return nil, err
 	}
 	return vals, nil
@@ -104,13 +105,13 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	}
 	if r.algo.SharesRollouts {
 		var changed, total int
-		for j, src := range r.agents {
+		for j, src := range r.names {
 			if j == k {
 				continue
 			}
 			changed += view.Changed[j]
 			total += view.Total[j]
-			v["retokenize/changed_frac/"+src.Name] = view.ChangedFrac(j)
+			v["retokenize/changed_frac/"+src] = view.ChangedFrac(j)
 		}
 		v["retokenize/changed_frac"] = float64(changed) / math.Max(float64(total), 1)
 	}
@@ -137,11 +138,11 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	}
 
 	// Pool indices by source, in the order PlanMiniBatches numbers them.
-	bySource := make([][]int, len(r.agents))
+	bySource := make([][]int, len(r.names))
 	for i, ro := range pool.Rollouts {
 		bySource[ro.Source] = append(bySource[ro.Source], i)
 	}
-	counts := make([]int, len(r.agents))
+	counts := make([]int, len(r.names))
 	for j := range counts {
 		counts[j] = len(bySource[j])
 	}

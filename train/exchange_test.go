@@ -1,0 +1,156 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/rollout"
+)
+
+// memExchange is an Exchange within one process: the in-memory stand-in
+// for the bus, which package bus and cmd/hacrl test over NATS.
+type memExchange struct {
+	agents []string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	steps  map[int]map[string][]byte
+	keep   map[string]int
+}
+
+func newMemExchange(agents []string) *memExchange {
+	e := &memExchange{agents: agents, steps: map[int]map[string][]byte{}, keep: map[string]int{}}
+	e.cond = sync.NewCond(&e.mu)
+	return e
+}
+
+func (e *memExchange) Share(ctx context.Context, step int, agent string, payload []byte) (map[string][]byte, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := e.steps[step]
+	if s == nil {
+		s = map[string][]byte{}
+		e.steps[step] = s
+	}
+	if old, ok := s[agent]; ok && !bytes.Equal(old, payload) {
+		return nil, fmt.Errorf("agent %s shared step %d twice with different payloads", agent, step)
+	}
+	s[agent] = payload
+	e.cond.Broadcast()
+	deadline := time.Now().Add(time.Minute)
+	for len(s) < len(e.agents) {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("step %d: waited a minute for %d agents, have %d", step, len(e.agents), len(s))
+		}
+		go func() { time.Sleep(100 * time.Millisecond); e.cond.Broadcast() }()
+		e.cond.Wait()
+	}
+	return s, nil
+}
+
+func (e *memExchange) Keep(ctx context.Context, agent string, from int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.keep[agent] = from
+	return nil
+}
+
+// TestMembersMatchOneProcess: the agents of a run trained as member
+// processes (here goroutines, each its own Run and OUT, joined by an
+// in-memory exchange) give every agent the metrics and rollout logs of the
+// single-process run, bit for bit, with eval and checkpoints on the way.
+func TestMembersMatchOneProcess(t *testing.T) {
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, "hacpo", 3)
+	cfg.Rollouts.Every = 2
+	mustTrain(t, cfg)
+	want, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var names []string
+	for _, a := range cfg.Agents {
+		names = append(names, a.Name)
+	}
+	ex := newMemExchange(names)
+	errs := make([]error, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		c := *cfg
+		c.Out = filepath.Join(dir, "members", name)
+		wg.Go(func() {
+			run, err := New(context.Background(), &c, Options{Member: &Member{Agent: name, Exchange: ex}})
+			if err == nil {
+				_, err = run.Train(context.Background())
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("member %s: %v", names[i], err)
+		}
+	}
+	for _, name := range names {
+		out := filepath.Join(dir, "members", name)
+		got, err := metrics.ReadFile(filepath.Join(out, "metrics.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := deterministic(agentRecords(got, name)), deterministic(agentRecords(want, name)); !reflect.DeepEqual(g, w) {
+			t.Fatalf("member %s: metrics differ from the single-process run's:\n got %v\nwant %v", name, g, w)
+		}
+		// Its rollout log is the whole pool, with what it made of each response.
+		g := readLog(t, rollout.LogPath(out, 2))
+		w := readLog(t, rollout.LogPath(cfg.Out, 2))
+		for i := range w {
+			var mine []rollout.LearnerUse
+			for _, u := range w[i].Learners {
+				if u.Learner == name {
+					mine = append(mine, u)
+				}
+			}
+			w[i].Learners = mine
+			if len(g[i].Learners) == 0 {
+				g[i].Learners = nil
+			}
+		}
+		if len(g) != len(w) || len(w) == 0 {
+			t.Fatalf("member %s: step-2 rollout log has %d records, want %d", name, len(g), len(w))
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("member %s: the step-2 rollout log differs from the single-process run's", name)
+		}
+		if ex.keep[name] != 2 { // checkpoints every step, keeping 2: steps 2 and 3 at the end
+			t.Errorf("member %s told the exchange to keep from step %d, want 2", name, ex.keep[name])
+		}
+	}
+}
+
+// agentRecords are recs of agent (its step and eval records).
+func agentRecords(recs []metrics.Record, agent string) []metrics.Record {
+	var out []metrics.Record
+	for _, r := range recs {
+		if r.Agent == agent {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func readLog(t *testing.T, path string) []rollout.Record {
+	t.Helper()
+	recs, err := rollout.ReadLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}

@@ -607,3 +607,39 @@ func TestToken(t *testing.T) {
 		seen[tok] = name
 	}
 }
+
+// Need and Needed: the earliest step any agent needs is known only once
+// every agent has said, and an agent's later Need replaces its earlier one.
+func TestNeeded(t *testing.T) {
+	ctx := testCtx(t)
+	srv := startServer(t, ServerOptions{InProcess: true})
+	c, err := srv.Connect(ctx, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := openRun(t, c, RunSpec{})
+	agents := []string{"a", "b.x"}
+	steps := []struct {
+		agent      string
+		from, want int
+		ok         bool
+	}{
+		{"a", 5, 0, false},
+		{"b.x", 3, 3, true},
+		{"b.x", 9, 5, true},
+		{"a", 12, 9, true},
+	}
+	for _, s := range steps {
+		if err := r.Need(ctx, s.agent, s.from); err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := r.Needed(ctx, agents)
+		if err != nil || ok != s.ok || (ok && got != s.want) {
+			t.Fatalf("after %s needs %d: Needed = %d, %v, %v; want %d, %v", s.agent, s.from, got, ok, err, s.want, s.ok)
+		}
+	}
+	if _, ok, _ := r.Needed(ctx, nil); ok {
+		t.Error("Needed of no agents says ok")
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,6 +59,7 @@ type Identity struct {
 const (
 	keyIdentity = "identity"
 	keyAlive    = "alive." // + agent token
+	keyNeed     = "need."  // + agent token: the first step the agent may still collect
 )
 
 // OpenRun opens a run: it creates the run's stream and bucket where they do
@@ -212,6 +215,41 @@ func (r *Run) Agents(ctx context.Context) ([]Agent, error) {
 	}
 	slices.SortFunc(out, func(a, b Agent) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// Need records that agent will collect no step before from again (it
+// resumes from a checkpoint at or after it), so that those steps may be
+// dropped once every agent says so.
+func (r *Run) Need(ctx context.Context, agent string, from int) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	if _, err := r.kv.Put(ctx, keyNeed+token(agent), []byte(strconv.Itoa(from))); err != nil {
+		return fmt.Errorf("bus: run %s: record the steps agent %q needs: %w", r.id, agent, err)
+	}
+	return nil
+}
+
+// Needed returns the earliest step any of agents still needs, as they
+// recorded with Need; ok is false when one of them has recorded nothing
+// yet (then every step may still be needed).
+func (r *Run) Needed(ctx context.Context, agents []string) (step int, ok bool, err error) {
+	step = math.MaxInt
+	for _, a := range agents {
+		e, err := r.kv.Get(ctx, keyNeed+token(a))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("bus: run %s: read the steps agent %q needs: %w", r.id, a, err)
+		}
+		n, err := strconv.Atoi(string(e.Value()))
+		if err != nil {
+			return 0, false, fmt.Errorf("bus: run %s: agent %q needs step %q, not a number", r.id, a, e.Value())
+		}
+		step = min(step, n)
+	}
+	return step, len(agents) > 0, nil
 }
 
 func streamName(run string) string { return "HACRL_" + run }

@@ -260,6 +260,19 @@ func appendFloat(b []byte, v float64) []byte {
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
 }
 
+// WriteFile writes recs as a JSONL metrics file at path, atomically (a
+// reader sees the old file or the new one), without TensorBoard files.
+func WriteFile(path string, recs []Record) error {
+	var b []byte
+	for _, r := range recs {
+		b = appendLine(b, r)
+	}
+	if err := atomicfile.WriteFile(path, b); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
+}
+
 // ReadFile reads every record of a JSONL metrics file. A null value reads as
 // NaN. Errors name the line at fault.
 func ReadFile(path string) ([]Record, error) {

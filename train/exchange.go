@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/rollout"
 )
 
@@ -213,4 +214,14 @@ func (r *Run) keepFrom(ctx context.Context) error {
 		r.obs.Log(fmt.Sprintf("warning: %v (the exchange keeps earlier steps)", err))
 	}
 	return nil
+}
+
+// ConfigHash is the hash of cfg's training-relevant part, as checkpoints
+// record it: what every process of one run must agree on.
+func ConfigHash(cfg *config.Config) (string, error) {
+	training, err := trainingConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	return configHash(training), nil
 }

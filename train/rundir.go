@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/internal/runlock"
 )
 
@@ -31,6 +32,7 @@ import (
 var runEntries = []string{
 	"metrics.jsonl", "config.yaml", "tb", "checkpoints", "final", "reference", "base",
 	"plots", "rollouts",
+	"agents", "nats", // a run of agent processes (hacrl train --processes)
 	"cell.yaml", "train.log", "done.json",
 	runlock.FileName,
 }
@@ -213,4 +215,29 @@ func clearOut(out string) error {
 		}
 	}
 	return nil
+}
+
+// ClaimOut takes OUT for a run whose agents are separate processes (hacrl
+// train --processes), each writing its own run in OUT/agents/<name>: it
+// takes OUT's lock and makes the checks New makes of its OUT — a new run
+// needs an empty OUT; Overwrite first empties one that holds a run. It
+// returns the lock's release.
+func ClaimOut(out string, opts Options) (release func() error, err error) {
+	if opts.Resume && opts.Overwrite {
+		return nil, errors.New("train: --resume continues the run in the output directory and --overwrite deletes it: give one of them")
+	}
+	r := &Run{cfg: &config.Config{Out: out}, obs: opts.Observer}
+	if r.obs == nil {
+		r.obs = logObserver{}
+	}
+	if err := r.lockOut(opts); err != nil {
+		return nil, err
+	}
+	if opts.Overwrite {
+		if err := clearOut(out); err != nil {
+			r.lock.Release()
+			return nil, err
+		}
+	}
+	return r.lock.Release, nil
 }

@@ -9,16 +9,16 @@ import (
 	"github.com/hacrl/hacrl/progress"
 	"github.com/hacrl/hacrl/train"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func trainCmd() *cobra.Command {
 	var (
-		steps, seed int64
-		out         string
-		resume      bool
-		overwrite   bool
-		backendCfg  string
-		printDefs   bool
+		o         trainOverrides
+		resume    bool
+		overwrite bool
+		printDefs bool
+		procs     procFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "train CONFIG",
@@ -40,25 +40,9 @@ files, and never the working or the home directory).`,
 			if resume && overwrite {
 				return usage("--resume continues the run in the output directory and --overwrite deletes it: give one of them")
 			}
-			cfg, err := config.Load(args[0])
+			cfg, err := o.load(cmd.Flags(), args[0])
 			if err != nil {
 				return err
-			}
-			f := cmd.Flags()
-			if f.Changed("steps") {
-				cfg.Steps = int(steps)
-			}
-			if f.Changed("seed") {
-				cfg.Seed = seed
-			}
-			if f.Changed("out") {
-				cfg.Out = out
-			}
-			if f.Changed("backend") {
-				cfg.Backend = backendCfg
-			}
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("config %s: %w", args[0], err)
 			}
 			if printDefs {
 				data, err := train.ResolvedYAML(cfg)
@@ -67,6 +51,9 @@ files, and never the working or the home directory).`,
 				}
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
+			}
+			if procs.on {
+				return trainProcesses(cmd.Context(), cmd, args[0], cfg, o, procs, train.Options{Resume: resume, Overwrite: overwrite})
 			}
 			names := make([]string, len(cfg.Agents))
 			for i, a := range cfg.Agents {
@@ -96,12 +83,62 @@ files, and never the working or the home directory).`,
 		},
 	}
 	f := cmd.Flags()
-	f.Int64Var(&steps, "steps", 0, "number of training steps (overrides the config)")
-	f.Int64Var(&seed, "seed", 0, "random seed (overrides the config)")
-	f.StringVar(&out, "out", "", "output directory (overrides the config)")
+	o.register(f, "output directory (overrides the config)")
 	f.BoolVar(&resume, "resume", false, "continue from the latest intact checkpoint in the output directory")
 	f.BoolVar(&overwrite, "overwrite", false, "delete the earlier run in the output directory and start again")
-	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config, e.g. go:parallelism=-1 or xla:cuda (with -tags xla)")
+	procs.register(f)
 	f.BoolVar(&printDefs, "print-defaults", false, "print the config with every default filled in (as OUT/config.yaml records it) and exit without training")
 	return cmd
+}
+
+// trainOverrides are the command-line overrides of a training config that
+// train and agent share.
+type trainOverrides struct {
+	steps, seed int64
+	out         string
+	backend     string
+}
+
+func (o *trainOverrides) register(f *pflag.FlagSet, outHelp string) {
+	f.Int64Var(&o.steps, "steps", 0, "number of training steps (overrides the config)")
+	f.Int64Var(&o.seed, "seed", 0, "random seed (overrides the config)")
+	f.StringVar(&o.out, "out", "", outHelp)
+	f.StringVar(&o.backend, "backend", "", "GoMLX backend config, e.g. go:parallelism=-1 or xla:cuda (with -tags xla)")
+}
+
+// load reads the config at path with the overrides given in f applied, and
+// validates it.
+func (o *trainOverrides) load(f *pflag.FlagSet, path string) (*config.Config, error) {
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Changed("steps") {
+		cfg.Steps = int(o.steps)
+	}
+	if f.Changed("seed") {
+		cfg.Seed = o.seed
+	}
+	if f.Changed("out") {
+		cfg.Out = o.out
+	}
+	if f.Changed("backend") {
+		cfg.Backend = o.backend
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// args are the overrides given in f, as flags for another hacrl process
+// (--out aside: each process has its own).
+func (o *trainOverrides) args(f *pflag.FlagSet) []string {
+	var out []string
+	for _, name := range []string{"steps", "seed", "backend"} {
+		if fl := f.Lookup(name); fl != nil && fl.Changed {
+			out = append(out, "--"+name+"="+fl.Value.String())
+		}
+	}
+	return out
 }

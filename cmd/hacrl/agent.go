@@ -1,0 +1,283 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/hacrl/hacrl/bus"
+	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/progress"
+	"github.com/hacrl/hacrl/train"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// busTokenEnv holds the bus token of hacrl agent (not a flag: a process's
+// arguments are visible to every user of the machine).
+const busTokenEnv = "HACRL_BUS_TOKEN"
+
+// busFlags are how an agent process reaches a run's bus.
+type busFlags struct {
+	url, run                  string
+	nkeyFile, credsFile       string
+	caFile, certFile, keyFile string
+	wait                      time.Duration
+	replicas                  int
+}
+
+func (b *busFlags) register(f *pflag.FlagSet) {
+	f.StringVar(&b.url, "bus", "", "the run's NATS server or cluster: nats://HOST:PORT[,nats://…] (required)")
+	f.StringVar(&b.run, "run", "", "the run's id on the bus: letters, digits, _ and - (default: the config's name, else \"run\")")
+	f.StringVar(&b.nkeyFile, "bus-nkey", "", "NATS nkey seed file, for a server that takes nkeys (a token goes in $"+busTokenEnv+")")
+	f.StringVar(&b.credsFile, "bus-creds", "", "NATS credentials file (JWT and seed), for a server in operator mode")
+	f.StringVar(&b.caFile, "bus-ca", "", "CA certificates (PEM) to verify the server's TLS certificate with")
+	f.StringVar(&b.certFile, "bus-cert", "", "client certificate (PEM), for a server that verifies clients")
+	f.StringVar(&b.keyFile, "bus-key", "", "client key (PEM), with --bus-cert")
+	f.DurationVar(&b.wait, "wait", time.Hour, "how long to wait at a step for the other agents' rollouts before giving up")
+	f.IntVar(&b.replicas, "replicas", 1, "servers that keep the run's stream: 1, or 3 on a three-node cluster")
+}
+
+func (b *busFlags) clientOptions(agent string) bus.ClientOptions {
+	return bus.ClientOptions{
+		Name: "hacrl agent " + agent, Token: os.Getenv(busTokenEnv), NKeySeedFile: b.nkeyFile, CredsFile: b.credsFile,
+		TLS: bus.TLSFiles{CAFile: b.caFile, CertFile: b.certFile, KeyFile: b.keyFile},
+	}
+}
+
+func agentCmd() *cobra.Command {
+	var (
+		name              string
+		b                 busFlags
+		o                 trainOverrides
+		resume, overwrite bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent CONFIG --agent NAME --bus nats://HOST:PORT",
+		Short: "Train one agent of a config as its own process, exchanging rollouts with the others over NATS",
+		Long: `Train one agent of a run whose agents are separate processes, on this machine
+or others, joined through a NATS JetStream server or cluster (--bus).
+
+Every step the agent samples and scores its own responses, publishes them to
+the run's stream, waits until every agent's responses of the step are there
+(--wait), and learns from the pool exactly as in one process: for the same
+config and seed each agent's metrics are the single-process run's, bit for
+bit. Weights and checkpoints stay with the agent: it writes its own run in
+--out (default OUT/agents/NAME), evaluates and checkpoints itself, and
+--resume continues from its latest checkpoint; its rollouts published again
+are dropped as duplicates.
+
+Every process of a run must bring the same training config and the same
+build: the first one records both on the bus, and a process that differs is
+refused, saying what differs. The bus token, if the server takes one, is read
+from $` + busTokenEnv + `; --bus-nkey, --bus-creds and --bus-ca/--bus-cert/--bus-key give
+the other NATS credentials and TLS.
+
+hacrl train --processes starts every agent of a config this way, with an
+embedded server, on this machine.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if name == "" {
+				return usage("--agent NAME is required")
+			}
+			if b.url == "" {
+				return usage("--bus nats://HOST:PORT is required (hacrl train --processes starts a bus itself)")
+			}
+			if resume && overwrite {
+				return usage("--resume continues the agent's run and --overwrite deletes it: give one of them")
+			}
+			cfg, err := o.load(cmd.Flags(), args[0])
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("out") {
+				cfg.Out = filepath.Join(cfg.Out, "agents", name)
+			}
+			return runAgent(cmd.Context(), cmd.ErrOrStderr(), cmd.OutOrStdout(), cfg, name, b, train.Options{Resume: resume, Overwrite: overwrite})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "agent", "", "the config's agent this process trains (required)")
+	b.register(f)
+	o.register(f, "the agent's output directory (default OUT/agents/NAME, OUT from the config)")
+	f.BoolVar(&resume, "resume", false, "continue from the agent's latest intact checkpoint")
+	f.BoolVar(&overwrite, "overwrite", false, "delete the agent's earlier run in its output directory and start again")
+	return cmd
+}
+
+// runAgent joins the run on the bus as agent name and trains it.
+func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config, name string, b busFlags, opts train.Options) error {
+	var names []string
+	for _, a := range cfg.Agents {
+		names = append(names, a.Name)
+	}
+	hash, err := train.ConfigHash(cfg)
+	if err != nil {
+		return err
+	}
+	id := b.run
+	if id == "" {
+		id = defaultRunID(cfg.Name)
+	}
+	conn, err := bus.Connect(ctx, b.url, b.clientOptions(name))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	run, err := conn.OpenRun(ctx, bus.RunSpec{ID: id, ConfigHash: hash, CodeVersion: codeVersion(), Replicas: b.replicas})
+	if err != nil {
+		return err
+	}
+	beat, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	go run.KeepAlive(beat, name, heartbeatEvery)
+
+	disp := progress.New(stderr, []string{name}, cfg.Steps)
+	defer disp.Close()
+	opts.Observer = disp
+	opts.Member = &train.Member{Agent: name, Exchange: &busExchange{run: run, agents: names, wait: b.wait}}
+	tr, err := train.New(ctx, cfg, opts)
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	fmt.Fprintf(stderr, "agent %s of run %s on %s: steps %d to %d, writing %s\n", name, id, b.url, tr.StartStep()+1, cfg.Steps, cfg.Out)
+	sum, err := tr.Train(ctx)
+	if sum != nil {
+		fmt.Fprint(stdout, sum)
+	}
+	if errors.Is(err, train.ErrInterrupted) {
+		fmt.Fprintf(stderr, "interrupted after step %d; checkpoint saved in %s (continue with --resume)\n", sum.Steps, cfg.Out)
+		return exitCode(130)
+	}
+	return err
+}
+
+// heartbeatEvery is how often an agent process says it is alive.
+const heartbeatEvery = 5 * time.Second
+
+// busExchange is train.Exchange over a run on the bus. The bus counts steps
+// from 0 with the setup exchange first, so train's step s is the bus's s+1.
+type busExchange struct {
+	run    *bus.Run
+	agents []string
+	wait   time.Duration
+}
+
+func (e *busExchange) Share(ctx context.Context, step int, agent string, payload []byte) (map[string][]byte, error) {
+	s := step - train.SetupStep
+	if err := e.run.Publish(ctx, s, agent, payload); err != nil {
+		return nil, err
+	}
+	got, err := e.run.Collect(ctx, s, e.agents, e.wait)
+	var miss *bus.MissingError
+	if errors.As(err, &miss) {
+		return nil, e.explain(ctx, step, miss)
+	}
+	return got, err
+}
+
+// explain says which agents a step waited for in vain, and when each was
+// last heard of.
+func (e *busExchange) explain(ctx context.Context, step int, miss *bus.MissingError) error {
+	seen := map[string]time.Time{}
+	if alive, err := e.run.Agents(ctx); err == nil {
+		for _, a := range alive {
+			seen[a.Name] = a.LastSeen
+		}
+	}
+	var parts []string
+	for _, a := range miss.Missing {
+		switch t, ok := seen[a]; {
+		case !ok:
+			parts = append(parts, fmt.Sprintf("%s (never joined the run)", a))
+		case time.Since(t) > 3*heartbeatEvery:
+			parts = append(parts, fmt.Sprintf("%s (last heard of %s ago: its process is gone or cut off)", a, time.Since(t).Round(time.Second)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s (alive, still working on it)", a))
+		}
+	}
+	what := fmt.Sprintf("step %d", step+1)
+	if step == train.SetupStep {
+		what = "the setup exchange"
+	}
+	return fmt.Errorf("waited %v (--wait) for the rollouts of %s at %s: %s; start a missing agent again with --resume, or give slower agents a longer --wait: %w",
+		miss.Waited.Round(time.Second), strings.Join(miss.Missing, ", "), what, strings.Join(parts, "; "), miss)
+}
+
+func (e *busExchange) Keep(ctx context.Context, agent string, from int) error {
+	if err := e.run.Need(ctx, agent, from-train.SetupStep); err != nil {
+		return err
+	}
+	first, ok, err := e.run.Needed(ctx, e.agents)
+	if err != nil || !ok {
+		return err
+	}
+	steps, err := e.run.Steps(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range steps {
+		// Step 0, the setup exchange, is read again by every restarted process.
+		if s > 0 && s < first {
+			if err := e.run.DropStep(ctx, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+var notRunID = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+
+// defaultRunID is the bus run id of a config named name: the name with
+// other characters as '-', at most 64, or "run".
+func defaultRunID(name string) string {
+	id := strings.Trim(notRunID.ReplaceAllString(name, "-"), "-")
+	if len(id) > 64 {
+		id = id[:64]
+	}
+	if id == "" {
+		return "run"
+	}
+	return id
+}
+
+// codeVersion identifies this build for the bus: the module version and VCS
+// revision the toolchain stamped (with "+dirty" for a modified tree), else
+// the SHA-256 of the executable.
+func codeVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		var rev, dirty string
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+		if rev != "" && dirty == "" {
+			return bi.Main.Version + " " + rev
+		}
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		if data, err := os.ReadFile(exe); err == nil {
+			sum := sha256.Sum256(data)
+			return "sha256:" + hex.EncodeToString(sum[:])
+		}
+	}
+	return "unknown"
+}

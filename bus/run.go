@@ -29,6 +29,10 @@ type RunSpec struct {
 	// CodeVersion identifies the build (a version or commit); a process with
 	// another one is refused. Empty is a value like any other.
 	CodeVersion string
+	// Config, optional, is the run's config as its first process recorded
+	// it (JSON, say): a refused process gets the recorded one in its
+	// *MismatchError, to say what differs.
+	Config []byte
 	// Replicas is how many servers keep the run's stream and buckets: 1 for
 	// one server, 3 for a three-node cluster. 0 means 1.
 	Replicas int
@@ -58,6 +62,7 @@ type Identity struct {
 // Key-value keys of a run's bucket.
 const (
 	keyIdentity = "identity"
+	keyConfig   = "config" // the first process's RunSpec.Config
 	keyAlive    = "alive." // + agent token
 	keyNeed     = "need."  // + agent token: the first step the agent may still collect
 )
@@ -104,16 +109,23 @@ func (c *Conn) OpenRun(ctx context.Context, spec RunSpec) (*Run, error) {
 	}
 	r := &Run{id: spec.ID, conn: c, stream: stream, kv: kv}
 	r.chunk = chunkSize(c.MaxPayload())
-	if err := r.checkIdentity(ctx, Identity{spec.ConfigHash, spec.CodeVersion}); err != nil {
+	if err := r.checkIdentity(ctx, Identity{spec.ConfigHash, spec.CodeVersion}, spec.Config); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *Run) checkIdentity(ctx context.Context, mine Identity) error {
+func (r *Run) checkIdentity(ctx context.Context, mine Identity, config []byte) error {
 	b, err := json.Marshal(mine)
 	if err != nil {
 		return err
+	}
+	if config != nil {
+		// Before the identity, so that a process refused by the identity
+		// finds the config beside it.
+		if _, err := r.kv.Create(ctx, keyConfig, config); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return fmt.Errorf("bus: run %s: record config: %w", r.id, err)
+		}
 	}
 	if _, err := r.kv.Create(ctx, keyIdentity, b); err == nil {
 		return nil
@@ -129,7 +141,11 @@ func (r *Run) checkIdentity(ctx context.Context, mine Identity) error {
 		return fmt.Errorf("bus: run %s: identity on the bus is not JSON: %w", r.id, err)
 	}
 	if theirs != mine {
-		return &MismatchError{Run: r.id, Recorded: theirs, Joining: mine}
+		e := &MismatchError{Run: r.id, Recorded: theirs, Joining: mine}
+		if c, err := r.kv.Get(ctx, keyConfig); err == nil {
+			e.RecordedConfig = c.Value()
+		}
+		return e
 	}
 	return nil
 }
@@ -140,6 +156,9 @@ type MismatchError struct {
 	Run      string
 	Recorded Identity // what the run's first process recorded
 	Joining  Identity // what this process brought
+	// RecordedConfig is the config the run's first process recorded
+	// (RunSpec.Config), nil when none.
+	RecordedConfig []byte
 }
 
 func (e *MismatchError) Error() string {

@@ -77,11 +77,22 @@ func configHash(training json.RawMessage) string {
 // configDiff lists the keys in which two training configs (JSON) differ, as
 // "agents[0].optimizer.lr: checkpoint 0.0001, config 0.0002", sorted by key.
 func configDiff(checkpoint, current json.RawMessage) ([]string, error) {
-	a, err := flattenJSON(checkpoint)
+	return DiffTrainingConfigs(checkpoint, current, "checkpoint", "config")
+}
+
+// TrainingConfig is the training-relevant part of cfg as canonical JSON, as
+// checkpoints record it and ConfigHash hashes it.
+func TrainingConfig(cfg *config.Config) (json.RawMessage, error) { return trainingConfig(cfg) }
+
+// DiffTrainingConfigs lists the keys in which two training configs (JSON,
+// as TrainingConfig makes them) differ, as "agents[0].optimizer.lr: NAMEA
+// 0.0001, NAMEB 0.0002", sorted by key.
+func DiffTrainingConfigs(a0, b0 json.RawMessage, nameA, nameB string) ([]string, error) {
+	a, err := flattenJSON(a0)
 	if err != nil {
-		return nil, fmt.Errorf("checkpoint config: %w", err)
+		return nil, fmt.Errorf("%s config: %w", nameA, err)
 	}
-	b, err := flattenJSON(current)
+	b, err := flattenJSON(b0)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +119,7 @@ func configDiff(checkpoint, current json.RawMessage) ([]string, error) {
 		if !inB {
 			y = "unset"
 		}
-		out = append(out, fmt.Sprintf("%s: checkpoint %s, config %s", k, x, y))
+		out = append(out, fmt.Sprintf("%s: %s %s, %s %s", k, nameA, x, nameB, y))
 	}
 	return out, nil
 }

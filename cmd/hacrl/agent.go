@@ -120,6 +120,10 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 	for _, a := range cfg.Agents {
 		names = append(names, a.Name)
 	}
+	training, err := train.TrainingConfig(cfg)
+	if err != nil {
+		return err
+	}
 	hash, err := train.ConfigHash(cfg)
 	if err != nil {
 		return err
@@ -133,7 +137,13 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 		return err
 	}
 	defer conn.Close()
-	run, err := conn.OpenRun(ctx, bus.RunSpec{ID: id, ConfigHash: hash, CodeVersion: codeVersion(), Replicas: b.replicas})
+	run, err := conn.OpenRun(ctx, bus.RunSpec{ID: id, ConfigHash: hash, CodeVersion: codeVersion(), Config: training, Replicas: b.replicas})
+	var mismatch *bus.MismatchError
+	if errors.As(err, &mismatch) && mismatch.RecordedConfig != nil && mismatch.Recorded.ConfigHash != hash {
+		if diff, derr := train.DiffTrainingConfigs(mismatch.RecordedConfig, training, "run", "this process"); derr == nil && len(diff) > 0 {
+			return fmt.Errorf("%w\nthe training config differs from the run's:\n  %s", err, strings.Join(diff, "\n  "))
+		}
+	}
 	if err != nil {
 		return err
 	}

@@ -141,6 +141,16 @@ type Method struct {
 	// paper in which other agents' samples with a negative advantage contribute
 	// nothing to the learner's update (see hacpo.Settings.CrossPositiveOnly).
 	CrossAdvantage string `yaml:"cross_advantage,omitempty" json:"cross_advantage,omitempty" default:"all"`
+	// Semantics is whose mini-batch membership and loss aggregation the run
+	// follows: v1, the authors' verl-V1 port (each learner's own samples
+	// first, then the other agents'; each term a mean of per-sequence means),
+	// or original, their verl fork behind the paper's numbers (verl's
+	// balance_batch spreads a learner's cross samples over the step's
+	// mini-batches; the KL, and GRPO's loss, are token means over the
+	// mini-batch). original balances over 8 ranks, like the paper's 8 GPUs:
+	// batch.mini_batch and each step's sequences must be multiples of 8. See
+	// hacpo/doc.go, decisions 23–26.
+	Semantics string `yaml:"semantics,omitempty" json:"semantics,omitempty" derived:"v1"`
 }
 
 // Task names a generated task and its options. Options left out take the
@@ -980,6 +990,15 @@ func (c *Config) validate(lines map[string]int) error {
 	case "all", "positive":
 	default:
 		bad("method.cross_advantage", "must be all or positive, got %q", c.Method.CrossAdvantage)
+	}
+	switch c.Method.Semantics {
+	case "", "v1":
+	case "original":
+		if c.Batch.MiniBatch > 0 && c.Batch.MiniBatch%8 != 0 {
+			bad("method.semantics", "original splits each mini-batch over 8 ranks: batch.mini_batch must be a multiple of 8, got %d", c.Batch.MiniBatch)
+		}
+	default:
+		bad("method.semantics", "must be v1 or original, got %q", c.Method.Semantics)
 	}
 	switch c.OnNonFinite {
 	case "skip", "stop":

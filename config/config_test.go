@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,6 +92,7 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"duplicate key", "steps: 10", "steps: 10\nsteps: 11", "steps (line 6): key given twice"},
 		{"eval problems for generated task", "problems: 50", "problems: 0", "eval.sets[0].problems (line 22): must be > 0"},
 		{"bad cross advantage", "alpha: 1.0}", "alpha: 1.0, cross_advantage: negative}", `method.cross_advantage (line 6): must be all or positive, got "negative"`},
+		{"bad semantics", "alpha: 1.0}", "alpha: 1.0, semantics: paper}", `method.semantics (line 6): must be v1 or original, got "paper"`},
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite (line 6): must be skip or stop, got "ignore"`},
 		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine (line 6): must be auto, native or graph, got "gpu"`},
 		{"several errors", "steps: 10", "steps: -1\nengine: gpu", "steps (line 5): must be >= 0, got -1\nengine (line 6)"},
@@ -418,5 +420,38 @@ func TestTemplateVars(t *testing.T) {
 	}
 	if !reflect.DeepEqual(back.Agents[1].Template, tm) {
 		t.Errorf("round trip: %+v, want %+v", back.Agents[1].Template, tm)
+	}
+}
+
+// method.semantics: "" and v1 keep the config as it was (the key is left out
+// of the marshalled config, so its hash is unchanged); original needs
+// mini-batches that split over 8 ranks.
+func TestMethodSemantics(t *testing.T) {
+	base, err := Parse([]byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseJSON, _ := json.Marshal(base)
+	if base.Method.Semantics != "" || strings.Contains(string(baseJSON), "semantics") {
+		t.Errorf("no key: semantics %q, JSON %s", base.Method.Semantics, baseJSON)
+	}
+	for _, c := range []struct {
+		method, batch, want string
+	}{
+		{"semantics: v1", "mini_batch: 32, micro_batch: 16", ""},
+		{"semantics: original", "mini_batch: 32, micro_batch: 16", ""},
+		{"semantics: original", "mini_batch: 12, micro_batch: 4", "method.semantics (line 6): original splits each mini-batch over 8 ranks: batch.mini_batch must be a multiple of 8, got 12"},
+		{"semantics: v1", "mini_batch: 12, micro_batch: 4", ""},
+	} {
+		src := strings.NewReplacer("alpha: 1.0}", "alpha: 1.0, "+c.method+"}", "mini_batch: 32, micro_batch: 16", c.batch).Replace(valid)
+		cfg, err := Parse([]byte(src))
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s, %s: %v", c.method, c.batch, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s, %s: error %v, want %q", c.method, c.batch, err, c.want)
+		case err == nil && "semantics: "+cfg.Method.Semantics != c.method:
+			t.Errorf("%s: parsed %q", c.method, cfg.Method.Semantics)
+		}
 	}
 }

@@ -12,7 +12,9 @@
 //  2. For each learner k and each prompt's joint group of responses,
 //     Settings.Advantages: A_i = (R_i − μ̂^(k)) / (σ_joint + ε) with the
 //     capability-weighted baseline μ̂^(k) = mean_i ω(k, src_i)·R_i (Eq 6–7).
-//  3. Settings.PlanMiniBatches: k's sequences, self first, cut into mini-batches.
+//  3. Settings.PlanStep: k's sequences cut into mini-batches, self first
+//     (PlanMiniBatches) or, under the original semantics, in verl's balanced
+//     order (PlanBalanced).
 //  4. For each mini-batch m, the engine computes k's per-token log-probs and calls
 //     Settings.MiniBatchLoss(m, samples, logProbs), which returns the loss and
 //     dLoss/dlp per token; the engine backpropagates Σ_b Σ_t w[b][t]·lp[b][t] and
@@ -99,7 +101,8 @@
 //     is given in sequences (the paper: 64 prompts × 8 = 512); the last mini-batch
 //     may be smaller (with 128 × 8 per agent and 512 it never is). So with n = 2
 //     the cross samples of a learner land in m = 2, 3 (bounds 0.85, 0.875), as in
-//     [code-v1]; [code-orig]'s balance_batch order is not reproduced.
+//     [code-v1]; this is Semantics "v1", the default, and [code-orig]'s
+//     balance_batch order is Semantics "original" (decisions 23–26).
 //  14. Old log-probs [§7 item 19]: for a self sample, the learner's own old policy on
 //     the same tokens; for a cross sample, the source's old policy on its own tokens,
 //     both recomputed by the engine before any update of the step.
@@ -149,6 +152,64 @@
 //     agent's G responses to a prompt are identical, so the group says no more than
 //     one response would; the setting is for inspection and evaluation rather than
 //     training, and is accepted in both because it means exactly what it says.
+//  23. Semantics [§6.4 items 6, 8]: Settings.Semantics switches mini-batch membership
+//     and loss aggregation between [code-v1] ("v1", the default; "" means v1, so
+//     configs written before the switch keep their meaning and hash) and
+//     [code-orig] ("original", whose runs produced the paper's numbers). Nothing
+//     else changes with it: [code-orig]'s one-sided log-ratio clamp (§6.4 item 9)
+//     and its EOS handling on retokenization (item 7) stay as decisions 7 and the
+//     rollout package make them, since neither is membership or aggregation (and
+//     the clamp's lower side acts only below a ratio of e^−10, where a term's
+//     gradient is at most e^−10·|A|·ω anyway). balance_batch partitions over OriginalRanks = 8
+//     data-parallel ranks, the GPUs of the authors' runs (n_gpus_per_node = 8 in
+//     [code-orig]'s launch script): the partition count decides the membership, so
+//     it is fixed to the paper's rather than to this machine's. The step's batch
+//     and the mini-batch size must then be multiples of 8 (verl asserts the same);
+//     the train loop checks this when the run starts.
+//  24. balance_batch [§6.2 trainer flow 3, §6.4 item 6] (PlanBalanced,
+//     BalancedPartitions): the batch is every agent's responses concatenated,
+//     agent 0 first, each in the loop's order (prompt, then sample), as [code-orig]
+//     concatenates the main and aux batches; a method that does not share rollouts
+//     balances the learner's own responses alone, as a single-model verl run does.
+//     A sequence's length is its prompt plus response tokens in its source's own
+//     tokenization, stop token included (verl sums the attention mask before any
+//     swap to the learner's tokenization), so the partition is one per step and the
+//     same for every learner. The partition is verl's get_seqlen_balanced_partitions
+//     with equal_size: Karmarkar–Karp's largest differencing method, seeded with
+//     groups of k consecutive items in (length, index) order, merging the two
+//     states of largest spread, largest set with smallest. Ties break as verl's:
+//     sets by (sum, count, items in joining order); states by spread, then the
+//     larger largest set first. These orders are total (no two states or sets
+//     compare equal), so the result does not depend on the priority queue's layout;
+//     the tests check it by hand and it matched verl's Python on 400 random cases.
+//     Indices are sorted within each partition, partitions kept in the final
+//     state's order (decreasing sum).
+//  25. Mini-batches under "original" [§6.2 trainer flow 8–9, dp_actor]: rank r
+//     takes the r-th of 8 equal chunks of the balanced order and cuts it into
+//     per-rank mini-batches of mini_batch/8 sequences (verl's data.split); update
+//     m is the m-th piece of every rank, and L_m applies by the update a sample
+//     lands in. For learner k the balanced order is first rotated left by the
+//     responses of agents 0..k−1: with n = 2 and equal counts this is exactly
+//     [code-orig]'s "second half first" reorder before the aux model's update,
+//     and for n > 2 (where [code-orig] has no counterpart) it is the same rule,
+//     which would put the learner's own block first if nothing were balanced.
+//     Because indices are sorted within a rank, agent 0's responses come first in
+//     every chunk: learner 0 meets its cross samples mostly in the last updates
+//     (as in v1) and learner 1 mostly in the first ones, under the loosest
+//     bounds (with the paper's sizes and random lengths, all 512 and about 480–495
+//     of the 512 sequences of m = 0 and m = 1 are cross, under 0.8 and 0.825).
+//  26. Aggregation under "original" [§6.2 dp_actor, §6.4 item 8]: the KL is a
+//     token mean over the self tokens of the mini-batch, Σ_self Σ_t k3 / Σ_self
+//     |y| (0 when the mini-batch has no self sample, as verl's masked mean), and
+//     GRPO's token-level policy term a token mean over all its tokens (verl's
+//     default loss_agg_mode token-mean, which [code-orig]'s vanilla loss keeps).
+//     The sequence-level policy term stays the sequence mean of decision 11
+//     (mapo_clip forces seq-mean-token-mean; GSPO is defined per sequence, spec
+//     §1.3). verl 0.5 takes these token means per micro-batch of 8 sequences per
+//     GPU and averages the micro-batches and ranks with equal weight; that layout
+//     is a memory setting and is not reproduced: the token mean is over the whole
+//     mini-batch, which is what token-mean is meant to be and what batch.micro_batch
+//     leaves unchanged here. Loss.Seqs and Stats keep their per-sequence values.
 //
 // # Numbers and determinism
 //

@@ -282,10 +282,16 @@ func (st Stats) CrossLowerMean() float64 { return div(st.CrossLowerSum, st.Cross
 func (st Stats) SelfKLMean() float64 { return div(st.SelfKLSum, st.SelfKLSeqs) }
 
 // Loss is a mini-batch loss: the mean over the B sequences of the mini-batch
-// ("seq-mean-token-mean"; B counts clamped sequences too).
+// ("seq-mean-token-mean"; B counts clamped sequences too). Under the original
+// semantics the KL, and the policy term of the token-level ratio, are token
+// means over the mini-batch instead (doc.go decision 26).
 type Loss struct {
-	Policy float64 // (1/B) Σ_b policy term_b
-	KL     float64 // (1/B) Σ_{self b} token-mean k3_b (before the coefficient)
+	// Policy is (1/B) Σ_b policy term_b; token-level ratio under the original
+	// semantics: Σ_b Σ_t token term / Σ_b |y_b|.
+	Policy float64
+	// KL is (1/B) Σ_{self b} token-mean k3_b (before the coefficient); under the
+	// original semantics Σ_{self b} Σ_t k3 / Σ_{self b} |y_b| (0 with no self sample).
+	KL float64
 	// Total = Policy + KLCoef·KL. Its value counts the detached factor sg(clip(s))^α
 	// of cross terms, whose gradient is not taken (Eq 12): the returned gradient is
 	// that of the surrogate with this factor held constant, so for α > 0 it differs
@@ -321,6 +327,7 @@ func MeanLogProb[T float32 | float64](lp []T) float64 {
 // learner's step; it sets the cross lower bound L_m) given the learner's current
 // per-token log-probs, and returns the loss and dLoss/dlp[b][t] with the shape of
 // logProbs. The engine backpropagates the surrogate Σ_b Σ_t grad[b][t]·lp[b][t].
+// s.Semantics chooses the aggregation (see Loss).
 func (s Settings) MiniBatchLoss(m int, samples []Sample, logProbs [][]float32) (Loss, [][]float32, error) {
 	grad := make([][]float32, len(logProbs))
 	n := 0
@@ -378,22 +385,31 @@ func miniBatchLoss[F float32 | float64](s Settings, m int, samples []Sample, lps
 		return l, nil
 	}
 	l.Seqs = make([]SeqLoss, B)
-	invB := 1.0 / float64(B)
+	ag := aggregation{invB: 1.0 / float64(B), tokenMean: s.IsOriginal()}
+	var tokens, selfTokens int
+	for b, lp := range lps {
+		tokens += len(lp)
+		if samples[b].Self {
+			selfTokens += len(lp)
+		}
+	}
+	if ag.tokenMean {
+		ag.invTokens = 1 / float64(tokens)
+		if selfTokens > 0 {
+			ag.invSelfTokens = 1 / float64(selfTokens)
+		}
+	}
 	eval := func(lo, hi int) error {
 		for b := lo; b < hi; b++ {
 			sg := math.NaN()
 			if sgMeans != nil {
 				sg = sgMeans[b]
 			}
-			if err := evalSeq(s, m, b, &samples[b], lps[b], grad[b], invB, sg, &l.Seqs[b]); err != nil {
+			if err := evalSeq(s, m, b, &samples[b], lps[b], grad[b], ag, sg, &l.Seqs[b]); err != nil {
 				return err
 			}
 		}
 		return nil
-	}
-	tokens := 0
-	for _, lp := range lps {
-		tokens += len(lp)
 	}
 	workers := min(runtime.GOMAXPROCS(0), tokens/parallelMinTokens, B)
 	if workers <= 1 {
@@ -423,9 +439,14 @@ func miniBatchLoss[F float32 | float64](s Settings, m int, samples []Sample, lps
 	lower := s.CrossLower(m)
 	crossBound := s.CrossRule == CrossHACPO && s.CrossClip
 	var polSum, klSum float64
+	tokenPolicy := ag.tokenMean && s.RatioLevel == TokenLevel
 	for b := range l.Seqs {
 		sq := &l.Seqs[b]
-		polSum += sq.Policy
+		if tokenPolicy {
+			polSum += sq.Policy * float64(len(lps[b]))
+		} else {
+			polSum += sq.Policy
+		}
 		if samples[b].Self {
 			st.SelfSeqs++
 			st.SelfRatioSum += sq.Ratio
@@ -439,7 +460,11 @@ func miniBatchLoss[F float32 | float64](s Settings, m int, samples []Sample, lps
 				st.SelfClipUnits++
 			}
 			if kl {
-				klSum += sq.KL
+				if ag.tokenMean {
+					klSum += sq.KL * float64(len(lps[b]))
+				} else {
+					klSum += sq.KL
+				}
 				st.SelfKLSum += sq.KL
 				st.SelfKLSeqs++
 			}
@@ -457,16 +482,33 @@ func miniBatchLoss[F float32 | float64](s Settings, m int, samples []Sample, lps
 			st.CrossLowerSum += lower
 		}
 	}
-	l.Policy = polSum * invB
-	l.KL = klSum * invB
+	l.Policy = polSum * ag.invB
+	if tokenPolicy {
+		l.Policy = polSum * ag.invTokens
+	}
+	l.KL = klSum * ag.invB
+	if ag.tokenMean {
+		l.KL = klSum * ag.invSelfTokens
+	}
 	l.Total = l.Policy + s.KLCoef*l.KL
 	return l, nil
 }
 
-// evalSeq computes sample b's terms into seq and its gradient row into g (scaled by
-// invB = 1/B). sgMean, when not NaN, overrides the mean log-prob of the detached α
+// aggregation is how a mini-batch's terms are averaged: per sequence, then over
+// the B sequences (invB = 1/B), or, with tokenMean (the original semantics), the
+// KL over the self tokens (invSelfTokens = 1/their count, 0 when there are none)
+// and the token-level policy term over all tokens (invTokens).
+type aggregation struct {
+	invB                     float64
+	tokenMean                bool
+	invTokens, invSelfTokens float64
+}
+
+// evalSeq computes sample b's terms into seq and its gradient row into g (scaled as
+// ag says). sgMean, when not NaN, overrides the mean log-prob of the detached α
 // factor of a cross term.
-func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, invB, sgMean float64, seq *SeqLoss) error {
+func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, ag aggregation, sgMean float64, seq *SeqLoss) error {
+	invB := ag.invB
 	nt := len(lp)
 	if nt == 0 {
 		return fmt.Errorf("hacpo: sample %d (agent %d) has no tokens", b, sm.Source)
@@ -512,6 +554,9 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, i
 	// Per token: the policy gradient (sequence level: the same for every token) plus
 	// c·dk3/dlp for the KL.
 	c := s.KLCoef * invT * invB
+	if ag.tokenMean {
+		c = s.KLCoef * ag.invSelfTokens
+	}
 	ks := 0.0
 	if s.RatioLevel == TokenLevel {
 		if len(sm.OldLogProbs) != nt {
@@ -527,6 +572,9 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, i
 			tt := s.TokenTerm(float64(lp[t]), float64(sm.OldLogProbs[t]), sm.Advantage)
 			pol += tt.Value
 			gt := tt.Grad * invT * invB
+			if ag.tokenMean {
+				gt = tt.Grad * ag.invTokens
+			}
 			if kl {
 				v, d := KL3(float64(lp[t]), float64(sm.RefLogProbs[t]))
 				ks += v

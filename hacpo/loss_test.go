@@ -297,6 +297,8 @@ func TestMiniBatchLossFiniteDifferences(t *testing.T) {
 		{MustPreset("no-cross-clip"), 3, 5},
 		{MustPreset("gspo"), 8, 0},
 		{MustPreset("grpo"), 8, 0},
+		{original(MustPreset("hacpo")), 6, 10},
+		{original(MustPreset("grpo")), 8, 0},
 	} {
 		s := c.s
 		s.KLCoef = 0.05 // large enough to matter in the check

@@ -2,6 +2,7 @@ package hacpo
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -26,11 +27,15 @@ type MiniBatch struct {
 func (mb MiniBatch) Len() int { return mb.End - mb.Start }
 
 // Plan is one learner's update schedule for one step: its sequences in training
-// order (self first, then each other agent by increasing index; no shuffle) cut
-// into mini-batches of MiniBatchSize sequences, the last possibly smaller.
+// order cut into mini-batches of MiniBatchSize sequences, the last possibly
+// smaller. Under the V1 semantics (PlanMiniBatches) the order is self first, then
+// each other agent by increasing index, with no shuffle; under the original one
+// (PlanBalanced) it is verl's balanced order, gathered mini-batch by mini-batch
+// across Ranks data-parallel ranks.
 type Plan struct {
 	Learner       int         `json:"learner"`
 	MiniBatchSize int         `json:"minibatch_size"`
+	Ranks         int         `json:"ranks,omitempty"` // data-parallel ranks of a balanced plan; 0 for V1
 	Order         []SeqRef    `json:"order"`
 	MiniBatches   []MiniBatch `json:"minibatches"`
 }
@@ -50,26 +55,54 @@ func (p Plan) Refs(m int) []SeqRef {
 // String prints the plan, one line per mini-batch, for the CLI.
 func (p Plan) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "learner %d: %d sequences, %d updates of up to %d sequences\n", p.Learner, len(p.Order), len(p.MiniBatches), p.MiniBatchSize)
+	fmt.Fprintf(&b, "learner %d: %d sequences, %d updates of up to %d sequences", p.Learner, len(p.Order), len(p.MiniBatches), p.MiniBatchSize)
+	if p.Ranks > 0 {
+		fmt.Fprintf(&b, " (balanced over %d ranks)", p.Ranks)
+	}
+	b.WriteByte('\n')
 	for _, mb := range p.MiniBatches {
 		fmt.Fprintf(&b, "  m=%d: %d sequences (self %d, cross %d", mb.M, mb.Len(), mb.Self, mb.Cross)
 		if mb.Cross > 0 && mb.CrossLower > 0 {
 			fmt.Fprintf(&b, ", cross lower bound %.4g", mb.CrossLower)
 		}
 		b.WriteString("):")
-		// Runs of one source.
+		// Runs of consecutive indices of one source; a balanced plan has many,
+		// so beyond maxRuns it gives the count per source instead.
+		var runs [][2]SeqRef
 		for i := mb.Start; i < mb.End; {
 			j := i
 			for j+1 < mb.End && p.Order[j+1].Source == p.Order[i].Source && p.Order[j+1].Index == p.Order[j].Index+1 {
 				j++
 			}
-			fmt.Fprintf(&b, " agent%d[%d:%d]", p.Order[i].Source, p.Order[i].Index, p.Order[j].Index+1)
+			runs = append(runs, [2]SeqRef{p.Order[i], p.Order[j]})
 			i = j + 1
+		}
+		if len(runs) <= maxRuns {
+			for _, r := range runs {
+				fmt.Fprintf(&b, " agent%d[%d:%d]", r[0].Source, r[0].Index, r[1].Index+1)
+			}
+		} else {
+			per := map[int]int{}
+			var srcs []int
+			for _, r := range p.Order[mb.Start:mb.End] {
+				if per[r.Source] == 0 {
+					srcs = append(srcs, r.Source)
+				}
+				per[r.Source]++
+			}
+			slices.Sort(srcs)
+			for _, a := range srcs {
+				fmt.Fprintf(&b, " agent%d×%d", a, per[a])
+			}
+			fmt.Fprintf(&b, " in %d runs", len(runs))
 		}
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
+
+// maxRuns is the most runs of consecutive indices String lists for one mini-batch.
+const maxRuns = 8
 
 // PlanMiniBatches plans learner's updates for a step in which agent a produced
 // counts[a] responses. Methods that do not share rollouts plan the learner's own

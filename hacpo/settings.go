@@ -141,6 +141,11 @@ type Settings struct {
 
 	// Capability: the capability tracker (window K, metric, floor, ω clamp, warm-up).
 	Capability CapabilitySettings `json:"capability" yaml:"capability"`
+
+	// Semantics: whose mini-batch membership and loss aggregation to follow, the
+	// verl-V1 port's (SemanticsV1, also "") or the original fork's
+	// (SemanticsOriginal); see doc.go decisions 23–26. Every preset is V1.
+	Semantics Semantics `json:"semantics,omitempty" yaml:"semantics,omitempty"`
 }
 
 // PresetNames lists the names Preset accepts, sorted.
@@ -322,6 +327,8 @@ func (s Settings) Validate() error {
 		return e("advantage_epsilon must be finite and > 0 when normalize_std is on, got %v", s.AdvantageEpsilon)
 	case !finite(s.KLCoef) || s.KLCoef < 0:
 		return e("kl_coef must be finite and >= 0, got %v", s.KLCoef)
+	case !validSemantics(s.Semantics):
+		return e("semantics must be %q or %q, got %q", SemanticsV1, SemanticsOriginal, s.Semantics)
 	}
 	if err := s.Capability.Validate(); err != nil {
 		return e("%v", err)

@@ -64,6 +64,9 @@ type stepPayload struct {
 	Step     int
 	Agent    string
 	Rollouts []rollout.Rollout
+	// PromptTokens are the token counts of the agent's rendered prompts
+	// (the original semantics balances by sequence length).
+	PromptTokens []int
 	// Prompts are the agent's rendered prompts of the step, as text, when
 	// the step's rollouts are logged (the log shows each source's prompt).
 	Prompts []string
@@ -87,42 +90,45 @@ func encodePayload(v any) ([]byte, error) {
 }
 
 // share publishes this process's rollouts of step (the pool holds only its
-// own) and returns the step's whole pool, every agent's rollouts in config
-// order, with the sources' prompt texts when logged (nil otherwise).
-func (r *Run) share(ctx context.Context, step int, pool *rollout.Pool, prompts []string) (*rollout.Pool, [][]string, error) {
+// own) with its prompts (src), and returns the step's whole pool, every
+// agent's rollouts in config order; it fills in src the other sources'
+// prompts.
+func (r *Run) share(ctx context.Context, step int, pool *rollout.Pool, src *sources) (*rollout.Pool, error) {
 	me := r.agents[0]
-	mine := stepPayload{Version: payloadVersion, Step: step, Agent: me.Name, Rollouts: pool.Rollouts, Prompts: prompts}
+	logged := src.texts != nil
+	mine := stepPayload{Version: payloadVersion, Step: step, Agent: me.Name, Rollouts: pool.Rollouts, PromptTokens: src.lens[me.Index]}
+	if logged {
+		mine.Prompts = src.texts[me.Index]
+	}
 	data, err := encodePayload(mine)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	got, err := r.member.Exchange.Share(ctx, step, me.Name, data)
 	if err != nil {
-		return nil, nil, fmt.Errorf("step %d: exchanging rollouts: %w", step+1, err)
+		return nil, fmt.Errorf("step %d: exchanging rollouts: %w", step+1, err)
 	}
 	G := r.cfg.Batch.ResponsesPerPrompt * r.algo.ResponsesMultiplier
 	full := &rollout.Pool{Agents: pool.Agents, Prompts: pool.Prompts}
-	texts := make([][]string, len(r.names))
 	for j, name := range r.names {
 		if j == me.Index {
 			full.Rollouts = append(full.Rollouts, pool.Rollouts...)
-			texts[j] = prompts
 			continue
 		}
 		var p stepPayload
 		if err := gob.NewDecoder(bytes.NewReader(got[name])).Decode(&p); err != nil {
-			return nil, nil, fmt.Errorf("step %d: the rollouts of agent %s do not decode: %w", step+1, name, err)
+			return nil, fmt.Errorf("step %d: the rollouts of agent %s do not decode: %w", step+1, name, err)
 		}
-		if err := checkPayload(&p, step, name, j, pool.Prompts, G, prompts != nil); err != nil {
-			return nil, nil, fmt.Errorf("step %d: the rollouts of agent %s: %w", step+1, name, err)
+		if err := checkPayload(&p, step, name, j, pool.Prompts, G, logged); err != nil {
+			return nil, fmt.Errorf("step %d: the rollouts of agent %s: %w", step+1, name, err)
 		}
 		full.Rollouts = append(full.Rollouts, p.Rollouts...)
-		texts[j] = p.Prompts
+		src.lens[j] = p.PromptTokens
+		if logged {
+			src.texts[j] = p.Prompts
+		}
 	}
-	if prompts == nil {
-		texts = nil
-	}
-	return full, texts, nil
+	return full, nil
 }
 
 // checkPayload checks another agent's part of a step against what this
@@ -137,6 +143,8 @@ func checkPayload(p *stepPayload, step int, name string, source, prompts, G int,
 		return fmt.Errorf("payload says step %d of agent %q", p.Step+1, p.Agent)
 	case len(p.Rollouts) != prompts*G:
 		return fmt.Errorf("%d rollouts, want %d prompts × %d responses", len(p.Rollouts), prompts, G)
+	case len(p.PromptTokens) != prompts || slices.Min(p.PromptTokens) < 1:
+		return fmt.Errorf("%d prompt lengths (shortest %d), want %d of at least 1 token", len(p.PromptTokens), slices.Min(append(p.PromptTokens, 1)), prompts)
 	case logged && len(p.Prompts) != prompts:
 		return fmt.Errorf("%d prompt texts, want %d", len(p.Prompts), prompts)
 	}

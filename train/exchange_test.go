@@ -64,11 +64,20 @@ func (e *memExchange) Keep(ctx context.Context, agent string, from int) error {
 // TestMembersMatchOneProcess: the agents of a run trained as member
 // processes (here goroutines, each its own Run and OUT, joined by an
 // in-memory exchange) give every agent the metrics and rollout logs of the
-// single-process run, bit for bit, with eval and checkpoints on the way.
+// single-process run, bit for bit, with eval and checkpoints on the way;
+// under both semantics (the original one balances the step by the sources'
+// prompt lengths, which travel with the rollouts).
 func TestMembersMatchOneProcess(t *testing.T) {
+	for _, semantics := range []string{"", "original"} {
+		t.Run("semantics="+semantics, func(t *testing.T) { testMembers(t, semantics) })
+	}
+}
+
+func testMembers(t *testing.T, semantics string) {
 	dir := t.TempDir()
 	cfg := tinyConfig(t, dir, "hacpo", 3)
 	cfg.Rollouts.Every = 2
+	cfg.Method.Semantics = semantics
 	mustTrain(t, cfg)
 	want, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
 	if err != nil {

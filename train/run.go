@@ -473,15 +473,20 @@ func (r *Run) Plan() string {
 	var b strings.Builder
 	c := r.cfg.Batch
 	G := c.ResponsesPerPrompt * r.algo.ResponsesMultiplier
-	counts := make([]int, len(r.names))
-	for i := range counts {
-		counts[i] = c.PromptsPerStep * G
+	// Sequences of equal length: the original semantics' balance_batch
+	// orders the real ones by their lengths, which only sampling tells.
+	lengths := make([][]int, len(r.names))
+	for i := range lengths {
+		lengths[i] = slices.Repeat([]int{1}, c.PromptsPerStep*G)
 	}
 	fmt.Fprintf(&b, "method %s (%s rollouts), %d agents, %d steps, seed %d\n", r.algo.Method,
 		map[bool]string{true: "shared", false: "private"}[r.algo.SharesRollouts], len(r.names), r.cfg.Steps, r.cfg.Seed)
 	fmt.Fprintf(&b, "per step: %d prompts × %d responses = %d rollouts per agent\n", c.PromptsPerStep, G, c.PromptsPerStep*G)
+	if r.algo.IsOriginal() {
+		fmt.Fprintf(&b, "original semantics: each step's batch is balanced over %d ranks by sequence length; the membership below is for sequences of equal length\n", hacpo.OriginalRanks)
+	}
 	for _, a := range r.agents {
-		p, err := r.algo.PlanMiniBatches(a.Index, counts, c.MiniBatch)
+		p, err := r.algo.PlanStep(a.Index, lengths, c.MiniBatch)
 		if err != nil {
 			fmt.Fprintf(&b, "  %s: %v\n", a.Name, err)
 			continue

@@ -93,20 +93,32 @@ func fitError(a *Agent, problems []task.Problem, bad []misfit, maxNew int) error
 // for its own agent and shares the result (exchange.go); the pool it returns
 // holds every agent's rollouts either way, with each source's prompt texts
 // when the step's rollouts are logged.
-func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, [][]string, error) {
+func (r *Run) sample(ctx context.Context, step int, problems []task.Problem, prompts [][][]int, vals []map[string]float64) (*rollout.Pool, *sources, error) {
 	pool, err := r.sampleOwn(ctx, step, problems, prompts, vals)
 	if err != nil {
 		return nil, nil, err
 	}
-	texts := r.promptTexts(step+1, problems)
+	src := &sources{texts: r.promptTexts(step+1, problems), lens: make([][]int, len(r.names))}
+	for _, a := range r.agents {
+		src.lens[a.Index] = make([]int, len(problems))
+		for i, p := range prompts[a.Index] {
+			src.lens[a.Index][i] = len(p)
+		}
+	}
 	if r.member == nil {
-		return pool, texts, nil
+		return pool, src, nil
 	}
-	var mine []string
-	if texts != nil {
-		mine = texts[r.agents[0].Index]
-	}
-	return r.share(ctx, step, pool, mine)
+	pool, err = r.share(ctx, step, pool, src)
+	return pool, src, err
+}
+
+// sources describes the prompts of a step's sources, per agent (by
+// Agent.Index) and prompt: how many tokens each took, and their text when
+// the step's rollouts are logged (texts nil otherwise). A member process
+// learns the other agents' from the exchange.
+type sources struct {
+	texts [][]string
+	lens  [][]int
 }
 
 // promptTexts renders the step's prompts as text for each of this process's

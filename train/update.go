@@ -29,7 +29,7 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 		}
 		prompts[a.Index] = renderPrompts(a, problems)
 	}
-	pool, texts, err := r.sample(ctx, step, problems, prompts, vals)
+	pool, src, err := r.sample(ctx, step, problems, prompts, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 				}
 			}
 		}
-		if err := r.learn(ctx, step, k, a, pool, prompts[k], vals[k], tr); err != nil {
+		if err := r.learn(ctx, step, k, a, pool, prompts[k], src, vals[k], tr); err != nil {
 			return nil, err
 		}
 		if err := r.pushWeights(ctx, a, step+1, vals[k]); err != nil {
@@ -60,7 +60,7 @@ func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) 
 		}
 		r.idle(a)
 	}
-	if err := r.writeRollouts(step+1, problems, pool, texts, tr); err != nil {
+	if err := r.writeRollouts(step+1, problems, pool, src.texts, tr); err != nil {
 		return nil, err
 	}
 	return vals, nil
@@ -94,9 +94,10 @@ func (r *Run) idle(a *Agent) {
 // agent's working memory back between phases.
 const idleBytes = 256 << 20
 
-// learn runs learner k's updates for the step; tr, when not nil, records what
-// the learner made of each sample.
-func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Pool, prompts [][]int, v map[string]float64, tr *trace) error {
+// learn runs learner k's updates for the step, on its rendered prompts and
+// the pool (whose sources' prompts src describes); tr, when not nil,
+// records what the learner made of each sample.
+func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Pool, prompts [][]int, src *sources, v map[string]float64, tr *trace) error {
 	r.obs.Phase(step+1, a.Name, "update")
 	t0 := time.Now()
 	view, err := pool.View(rollout.Learner{Index: k, Tokenizer: a.Tok, Prompts: prompts, Stop: a.Stop(), MaxTokens: a.MaxResponse()})
@@ -142,13 +143,9 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	for i, ro := range pool.Rollouts {
 		bySource[ro.Source] = append(bySource[ro.Source], i)
 	}
-	counts := make([]int, len(r.names))
-	for j := range counts {
-		counts[j] = len(bySource[j])
-	}
-	plan, err := r.algo.PlanMiniBatches(k, counts, r.cfg.Batch.MiniBatch)
+	plan, err := r.algo.PlanStep(k, seqLengths(pool, bySource, src.lens), r.cfg.Batch.MiniBatch)
 	if err != nil {
-		return err
+		return fmt.Errorf("step %d: learner %s: %w", step+1, a.Name, err)
 	}
 
 	// Reference log-probs of the learner's own responses, for the KL term.
@@ -307,8 +304,12 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	case "mean_reward":
 		s.Capability.Metric = hacpo.MeanReward
 	}
+	s.Semantics = hacpo.Semantics(m.Semantics)
 	if err := s.Validate(); err != nil {
 		return s, fmt.Errorf("method: %w", err)
+	}
+	if err := checkSemantics(s, cfg); err != nil {
+		return s, err
 	}
 	return s, nil
 }

@@ -308,12 +308,15 @@ type key struct {
 	index int
 }
 
-// derivedKeys are the fields of struct type t with a derived tag.
+// derivedKeys are the fields of struct type t whose derived default is the
+// preset's.
 func derivedKeys(t reflect.Type) []key {
 	var out []key
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if _, ok := f.Tag.Lookup("derived"); ok {
+		// A preset fills the keys whose derived default names it (semantics,
+		// v1 for every preset, is left unset so that configs keep their hash).
+		if d, ok := f.Tag.Lookup("derived"); ok && strings.Contains(d, "preset") {
 			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 			out = append(out, key{name, i})
 		}

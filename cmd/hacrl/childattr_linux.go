@@ -2,7 +2,10 @@ package main
 
 import "syscall"
 
-// childAttr makes an agent process die with hacrl train --processes: a
-// supervisor killed without a chance to stop its children leaves none behind
-// to train on alone.
-func childAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }
+// childAttr puts an agent process in its own process group, so that a
+// terminal's Ctrl-C reaches only hacrl train --processes, which passes one
+// interrupt on; and makes it die with its supervisor, so that a supervisor
+// killed without a chance to stop its children leaves none behind.
+func childAttr() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}

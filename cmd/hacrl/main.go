@@ -127,7 +127,7 @@ func rootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&data, "data", "", "shared data directory, holding benchmarks/ and train/ (default: see hacrl help)")
 	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd(), rolloutsCmd(),
-		generateCmd(), scoreCmd(), promptCmd(), mergeCmd(), serveCmd(), agentCmd())
+		generateCmd(), scoreCmd(), promptCmd(), mergeCmd(), serveCmd(), agentCmd(), busCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr{err.Error()} })
 	usageErrors(root)
 	return root

@@ -38,7 +38,7 @@ type procFlags struct {
 func (p *procFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&p.on, "processes", false, "run every agent in its own process (hacrl agent), joined by a NATS JetStream server embedded in this one")
 	f.StringSliceVar(&p.only, "agents", nil, "with --processes: start only these agents here; the others join with hacrl agent --bus")
-	f.StringVar(&p.listen, "bus-listen", "", "with --processes: the embedded server's address (default 127.0.0.1 on a free port; another host needs $"+busTokenEnv+")")
+	f.StringVar(&p.listen, "bus-listen", "", "with --processes: the embedded server's address host:port (default 127.0.0.1 on a free port)")
 	f.IntVar(&p.restarts, "max-restarts", 3, "with --processes: how often an agent process that dies (killed, out of memory) is started again with --resume")
 	f.DurationVar(&p.wait, "wait", time.Hour, "with --processes: how long an agent waits at a step for the others' rollouts")
 }
@@ -64,15 +64,18 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 		}
 		local = p.only
 	}
+	token := os.Getenv(busTokenEnv)
+	if token == "" && len(local) < len(names) {
+		return usage("--agents: the other agents join with the bus's token: set $%s (here and for them)", busTokenEnv)
+	}
+	if token == "" {
+		token = randomToken()
+	}
 	release, err := train.ClaimOut(cfg.Out, opts)
 	if err != nil {
 		return err
 	}
 	defer release()
-	token := os.Getenv(busTokenEnv)
-	if token == "" {
-		token = randomToken()
-	}
 	srv, err := bus.StartServer(ctx, bus.ServerOptions{Dir: filepath.Join(cfg.Out, "nats"), Listen: p.listen, Auth: bus.Auth{Token: token}})
 	if err != nil {
 		return err
@@ -80,7 +83,7 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	defer srv.Close()
 	fmt.Fprintf(stderr, "bus: %s (store %s); agents here: %s\n", srv.URL(), filepath.Join(cfg.Out, "nats"), strings.Join(local, ", "))
 	if len(local) < len(names) {
-		fmt.Fprintf(stderr, "the other agents join with: %s=… hacrl agent %s --agent NAME --bus %s\n", busTokenEnv, cfgPath, srv.URL())
+		fmt.Fprintf(stderr, "the other agents join with: hacrl agent %s --agent NAME --bus %s (with $%s)\n", cfgPath, srv.URL(), busTokenEnv)
 	}
 
 	exe, err := os.Executable()
@@ -90,18 +93,24 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	base := []string{"agent", cfgPath, "--bus", srv.URL(), "--wait", p.wait.String()}
 	base = append(base, o.args(cmd.Flags())...)
 	sup := &supervisor{ctx: ctx, exe: exe, env: append(os.Environ(), busTokenEnv+"="+token), stdout: &lockedWriter{w: cmd.OutOrStdout()}, stderr: stderr, restarts: p.restarts}
-	err = sup.run(local, func(name string, resume bool) []string {
+	runErr := sup.run(local, func(name string, resume bool) []string {
 		args := append(slices.Clone(base), "--agent", name, "--out", filepath.Join(cfg.Out, "agents", name))
 		if resume || opts.Resume {
 			args = append(args, "--resume")
 		}
 		return args
 	})
-	if err != nil {
+	var ec exitCode
+	if interrupted := errors.As(runErr, &ec) && ec == 130; runErr != nil && !interrupted {
+		return runErr
+	}
+	// Finished or interrupted (each agent checkpointed): what they wrote so far.
+	if err := mergeMetrics(stderr, cfg.Out, names); err != nil {
 		return err
 	}
-	if err := mergeMetrics(cfg.Out, names); err != nil {
-		return err
+	if runErr != nil {
+		fmt.Fprintf(stderr, "interrupted; every agent saved a checkpoint (continue with --processes --resume)\n")
+		return runErr
 	}
 	fmt.Fprintf(stderr, "metrics: %s/metrics.jsonl · each agent's run: %s/agents/<agent> (final weights in its final/<agent>)\n", cfg.Out, cfg.Out)
 	return nil
@@ -143,6 +152,10 @@ func (s *supervisor) run(agents []string, args func(name string, resume bool) []
 			errs <- err
 		}()
 	}
+	// An interrupt of this process reaches each agent once: it finishes its
+	// step, saves a checkpoint and exits.
+	stop := context.AfterFunc(s.ctx, func() { s.signalAll(os.Interrupt) })
+	defer stop()
 	var first error
 	for range agents {
 		if err := <-errs; err != nil && first == nil {
@@ -209,15 +222,7 @@ func (s *supervisor) keep(name string, args func(string, bool) []string, failed 
 // stopAll interrupts every running agent process (each finishes its step if
 // it can and saves a checkpoint) and kills those still running 10 s later.
 func (s *supervisor) stopAll() {
-	s.mu.Lock()
-	procs := make([]*os.Process, 0, len(s.procs))
-	for _, p := range s.procs {
-		procs = append(procs, p)
-	}
-	s.mu.Unlock()
-	for _, p := range procs {
-		p.Signal(os.Interrupt)
-	}
+	s.signalAll(os.Interrupt)
 	time.AfterFunc(10*time.Second, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -250,7 +255,7 @@ func prefixWriter(wg *sync.WaitGroup, w io.Writer, p string) *io.PipeWriter {
 // run-wide record (times the slowest agent's, reward calls summed), then
 // the evaluations. Agents that wrote nothing here (run elsewhere) are left
 // out, and said so.
-func mergeMetrics(out string, agents []string) error {
+func mergeMetrics(stderr io.Writer, out string, agents []string) error {
 	type key struct{ step, part, agent int } // part: 0 training, 1 run-wide, 2 eval
 	recs := map[key]metrics.Record{}
 	var missing []string
@@ -297,7 +302,7 @@ func mergeMetrics(out string, agents []string) error {
 		return err
 	}
 	if len(missing) > 0 {
-		fmt.Fprintf(os.Stderr, "metrics of %s are not in %s (trained elsewhere): merge their metrics.jsonl by hand\n", strings.Join(missing, ", "), out)
+		fmt.Fprintf(stderr, "metrics of %s are not in %s (trained elsewhere): merge their metrics.jsonl by hand\n", strings.Join(missing, ", "), out)
 	}
 	return nil
 }
@@ -337,4 +342,13 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// signalAll sends sig to every running agent process.
+func (s *supervisor) signalAll(sig os.Signal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.procs {
+		p.Signal(sig)
+	}
 }

@@ -371,3 +371,56 @@ func TestAgentsRideOutBusRestart(t *testing.T) {
 		sameMetrics(t, name+" across a bus restart", gotMine, mine)
 	}
 }
+
+// TestBusCommandAndWait: hacrl bus serves a run (refusing clients without
+// its token); an agent whose partner never joins gives up after --wait,
+// naming it.
+func TestBusCommandAndWait(t *testing.T) {
+	dir := t.TempDir()
+	token := []string{busTokenEnv + "=t0ken"}
+	b := startLive(t, token, "bus", "--store", filepath.Join(dir, "nats"))
+	text := b.waitFor(t, time.Minute, "the bus address", func(out string) bool { return strings.Contains(out, "interrupt to stop") })
+	url := regexp.MustCompile(`bus: (nats://\S+)`).FindStringSubmatch(text)[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if c, err := bus.Connect(ctx, url, bus.ClientOptions{}); err == nil {
+		c.Close()
+		t.Fatal("hacrl bus let in a client without the token")
+	}
+	cfg := procConfig(t, filepath.Join(dir, "alone"), "0.0001")
+	res := run(t, hacrlBin(t), "", "", token, "agent", cfg, "--agent", "gpt-char", "--bus", url, "--wait", "2s")
+	if res.code != 1 || !strings.Contains(res.stderr, "for the rollouts of llama-bpe at step 1") || !strings.Contains(res.stderr, "llama-bpe (never joined the run)") {
+		t.Fatalf("an agent left alone: status %d\n%s", res.code, res.stderr)
+	}
+	b.cmd.Process.Signal(os.Interrupt)
+	if err := b.wait(t, 30*time.Second); err != nil {
+		t.Fatalf("hacrl bus after an interrupt: %v", err)
+	}
+}
+
+// TestProcessesInterrupt: an interrupt of hacrl train --processes reaches
+// every agent once; each finishes its step and checkpoints, the run exits
+// with status 130 with the metrics so far merged, and --resume finishes it
+// with the uninterrupted run's metrics.
+func TestProcessesInterrupt(t *testing.T) {
+	want := reference(t)
+	out := filepath.Join(t.TempDir(), "interrupted")
+	cfg := procConfig(t, out, "0.0001")
+	l := startLive(t, nil, "train", cfg, "--processes")
+	l.waitFor(t, 2*time.Minute, "step 2", func(out string) bool { return strings.Contains(out, "step 2/4") })
+	l.cmd.Process.Signal(os.Interrupt)
+	err := l.wait(t, 2*time.Minute)
+	if code := l.cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("interrupted run: %v, status %d, want 130\n%s", err, code, l.String())
+	}
+	partial := stableMetrics(t, filepath.Join(out, "metrics.jsonl"))
+	if len(partial) == 0 || len(partial) >= len(want) {
+		t.Fatalf("interrupted run merged %d records, want some of the %d", len(partial), len(want))
+	}
+	sameMetrics(t, "interrupted", partial, want[:len(partial)])
+	res := run(t, hacrlBin(t), "", "", nil, "train", cfg, "--processes", "--resume")
+	if res.code != 0 {
+		t.Fatalf("resumed: status %d\n%s", res.code, res.stderr)
+	}
+	sameMetrics(t, "resumed", stableMetrics(t, filepath.Join(out, "metrics.jsonl")), want)
+}

@@ -642,4 +642,13 @@ func TestNeeded(t *testing.T) {
 	if _, ok, _ := r.Needed(ctx, nil); ok {
 		t.Error("Needed of no agents says ok")
 	}
+	if _, ok, err := r.Finished(ctx, "a"); ok || err != nil {
+		t.Fatalf("Finished before Finish: %v, %v", ok, err)
+	}
+	if err := r.Finish(ctx, "a", 7); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok, err := r.Finished(ctx, "a"); n != 7 || !ok || err != nil {
+		t.Fatalf("Finished = %d, %v, %v; want 7, true", n, ok, err)
+	}
 }

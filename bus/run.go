@@ -65,6 +65,7 @@ const (
 	keyConfig   = "config" // the first process's RunSpec.Config
 	keyAlive    = "alive." // + agent token
 	keyNeed     = "need."  // + agent token: the first step the agent may still collect
+	keyDone     = "done."  // + agent token: the steps the agent has finished the run with
 )
 
 // OpenRun opens a run: it creates the run's stream and bucket where they do
@@ -269,6 +270,34 @@ func (r *Run) Needed(ctx context.Context, agents []string) (step int, ok bool, e
 		step = min(step, n)
 	}
 	return step, len(agents) > 0, nil
+}
+
+// Finish records that agent has ended the run after steps steps.
+func (r *Run) Finish(ctx context.Context, agent string, steps int) error {
+	if err := checkAgent(agent); err != nil {
+		return err
+	}
+	if _, err := r.kv.Put(ctx, keyDone+token(agent), []byte(strconv.Itoa(steps))); err != nil {
+		return fmt.Errorf("bus: run %s: record that agent %q finished: %w", r.id, agent, err)
+	}
+	return nil
+}
+
+// Finished returns the steps agent said it ended the run with (Finish);
+// ok is false when it has not said.
+func (r *Run) Finished(ctx context.Context, agent string) (steps int, ok bool, err error) {
+	e, err := r.kv.Get(ctx, keyDone+token(agent))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("bus: run %s: read whether agent %q finished: %w", r.id, agent, err)
+	}
+	n, err := strconv.Atoi(string(e.Value()))
+	if err != nil {
+		return 0, false, fmt.Errorf("bus: run %s: agent %q finished %q steps, not a number", r.id, agent, e.Value())
+	}
+	return n, true, nil
 }
 
 func streamName(run string) string { return "HACRL_" + run }

@@ -120,33 +120,16 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 	for _, a := range cfg.Agents {
 		names = append(names, a.Name)
 	}
-	training, err := train.TrainingConfig(cfg)
-	if err != nil {
-		return err
-	}
-	hash, err := train.ConfigHash(cfg)
-	if err != nil {
-		return err
-	}
-	id := b.run
-	if id == "" {
-		id = defaultRunID(cfg.Name)
-	}
 	conn, err := bus.Connect(ctx, b.url, b.clientOptions(name))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	run, err := conn.OpenRun(ctx, bus.RunSpec{ID: id, ConfigHash: hash, CodeVersion: codeVersion(), Config: training, Replicas: b.replicas})
-	var mismatch *bus.MismatchError
-	if errors.As(err, &mismatch) && mismatch.RecordedConfig != nil && mismatch.Recorded.ConfigHash != hash {
-		if diff, derr := train.DiffTrainingConfigs(mismatch.RecordedConfig, training, "run", "this process"); derr == nil && len(diff) > 0 {
-			return fmt.Errorf("%w\nthe training config differs from the run's:\n  %s", err, strings.Join(diff, "\n  "))
-		}
-	}
+	run, err := openRun(ctx, conn, cfg, b.run, b.replicas)
 	if err != nil {
 		return err
 	}
+	id := run.ID()
 	beat, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	go run.KeepAlive(beat, name, heartbeatEvery)
@@ -169,7 +152,36 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 		fmt.Fprintf(stderr, "interrupted after step %d; checkpoint saved in %s (continue with --resume)\n", sum.Steps, cfg.Out)
 		return exitCode(130)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// For hacrl train --processes, which merges the metrics once every agent is done.
+	return run.Finish(ctx, name, sum.Steps)
+}
+
+// openRun opens cfg's run on the bus (id "" for the default): its identity
+// is the training config's hash and this build's version, and a refusal
+// names the config keys that differ.
+func openRun(ctx context.Context, conn *bus.Conn, cfg *config.Config, id string, replicas int) (*bus.Run, error) {
+	training, err := train.TrainingConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := train.ConfigHash(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" {
+		id = defaultRunID(cfg.Name)
+	}
+	run, err := conn.OpenRun(ctx, bus.RunSpec{ID: id, ConfigHash: hash, CodeVersion: codeVersion(), Config: training, Replicas: replicas})
+	var mismatch *bus.MismatchError
+	if errors.As(err, &mismatch) && mismatch.RecordedConfig != nil && mismatch.Recorded.ConfigHash != hash {
+		if diff, derr := train.DiffTrainingConfigs(mismatch.RecordedConfig, training, "run", "this process"); derr == nil && len(diff) > 0 {
+			return nil, fmt.Errorf("%w\nthe training config differs from the run's:\n  %s", err, strings.Join(diff, "\n  "))
+		}
+	}
+	return run, err
 }
 
 // heartbeatEvery is how often an agent process says it is alive.

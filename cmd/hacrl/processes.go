@@ -81,6 +81,17 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 		return err
 	}
 	defer srv.Close()
+	// The run's identity is this config's and this build's from the start:
+	// an agent that brings others is refused, however early it joins.
+	conn, err := srv.Connect(ctx, bus.ClientOptions{Name: "hacrl train --processes", Token: token})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	run, err := openRun(ctx, conn, cfg, "", 1)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stderr, "bus: %s (store %s); agents here: %s\n", srv.URL(), filepath.Join(cfg.Out, "nats"), strings.Join(local, ", "))
 	if len(local) < len(names) {
 		fmt.Fprintf(stderr, "the other agents join with: hacrl agent %s --agent NAME --bus %s (with $%s)\n", cfgPath, srv.URL(), busTokenEnv)
@@ -104,6 +115,11 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	if interrupted := errors.As(runErr, &ec) && ec == 130; runErr != nil && !interrupted {
 		return runErr
 	}
+	if runErr == nil && len(local) < len(names) {
+		if err := waitElsewhere(ctx, stderr, run, cfg, names, local, p.wait); err != nil {
+			return err
+		}
+	}
 	// Finished or interrupted (each agent checkpointed): what they wrote so far.
 	if err := mergeMetrics(stderr, cfg.Out, names); err != nil {
 		return err
@@ -114,6 +130,41 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	}
 	fmt.Fprintf(stderr, "metrics: %s/metrics.jsonl · each agent's run: %s/agents/<agent> (final weights in its final/<agent>)\n", cfg.Out, cfg.Out)
 	return nil
+}
+
+// waitElsewhere waits, at most wait, until the agents not run here have
+// finished the run (they say so on the bus).
+func waitElsewhere(ctx context.Context, stderr io.Writer, r *bus.Run, cfg *config.Config, names, local []string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	said := false
+	for {
+		var left []string
+		for _, n := range names {
+			if slices.Contains(local, n) {
+				continue
+			}
+			if steps, ok, err := r.Finished(ctx, n); err != nil {
+				return err
+			} else if !ok || steps < cfg.Steps {
+				left = append(left, n)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if !said {
+			fmt.Fprintf(stderr, "waiting for the agents elsewhere to finish: %s\n", strings.Join(left, ", "))
+			said = true
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waited %v (--wait) for %s to finish the run", wait, strings.Join(left, ", "))
+		}
+		select {
+		case <-ctx.Done():
+			return exitCode(130)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func randomToken() string {

@@ -548,13 +548,7 @@ func TestServerRestartKeepsData(t *testing.T) {
 
 func TestHeartbeats(t *testing.T) {
 	ctx := testCtx(t)
-	srv := startServer(t, ServerOptions{InProcess: true})
-	c, err := srv.Connect(ctx, ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := openRun(t, c, RunSpec{})
+	r := inProcessRun(t)
 	before := time.Now().Add(-time.Second)
 	if err := r.Heartbeat(ctx, "b.x"); err != nil {
 		t.Fatal(err)
@@ -563,6 +557,7 @@ func TestHeartbeats(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.KeepAlive(kctx, "a", 20*time.Millisecond) }()
 	var first []Agent
+	var err error
 	for len(first) < 2 { // until KeepAlive's first beat
 		time.Sleep(20 * time.Millisecond)
 		if first, err = r.Agents(ctx); err != nil {
@@ -608,17 +603,23 @@ func TestToken(t *testing.T) {
 	}
 }
 
+// inProcessRun opens a run on a new in-process server.
+func inProcessRun(t *testing.T) *Run {
+	t.Helper()
+	srv := startServer(t, ServerOptions{InProcess: true})
+	c, err := srv.Connect(testCtx(t), ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return openRun(t, c, RunSpec{})
+}
+
 // Need and Needed: the earliest step any agent needs is known only once
 // every agent has said, and an agent's later Need replaces its earlier one.
 func TestNeeded(t *testing.T) {
 	ctx := testCtx(t)
-	srv := startServer(t, ServerOptions{InProcess: true})
-	c, err := srv.Connect(ctx, ClientOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	r := openRun(t, c, RunSpec{})
+	r := inProcessRun(t)
 	agents := []string{"a", "b.x"}
 	steps := []struct {
 		agent      string

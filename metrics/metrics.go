@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -258,6 +259,30 @@ func appendFloat(b []byte, v float64) []byte {
 		return append(b, "null"...)
 	}
 	return strconv.AppendFloat(b, v, 'g', -1, 64)
+}
+
+// IsTiming reports whether key measures the machine rather than the run
+// (time/…, tokens_per_s…): the keys in which two runs of the same config
+// and seed may differ.
+func IsTiming(key string) bool {
+	return strings.HasPrefix(key, "time/") || strings.HasPrefix(key, "tokens_per_s")
+}
+
+// WithoutTiming returns copies of recs without their timing keys (IsTiming)
+// and record times: what equals, bit for bit, between runs of the same
+// config and seed.
+func WithoutTiming(recs []Record) []Record {
+	out := make([]Record, len(recs))
+	for i, r := range recs {
+		v := make(map[string]float64, len(r.Values))
+		for k, x := range r.Values {
+			if !IsTiming(k) {
+				v[k] = x
+			}
+		}
+		out[i] = Record{Step: r.Step, Agent: r.Agent, Values: v}
+	}
+	return out
 }
 
 // WriteFile writes recs as a JSONL metrics file at path, atomically (a

@@ -3,7 +3,9 @@ package train
 import (
 	"bytes"
 	"context"
+	"encoding/gob"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"sync"
@@ -162,4 +164,48 @@ func readLog(t *testing.T, path string) []rollout.Record {
 		t.Fatal(err)
 	}
 	return recs
+}
+
+// BenchmarkStepPayload encodes and decodes one agent's part of a
+// paper-sized step: 128 prompts × 8 responses of 4,096 tokens, each with its
+// id, old log-prob and text (4 bytes a token). Run with
+//
+//	GOEXPERIMENT=simd go test ./train -run '^$' -bench StepPayload -benchtime 5x
+func BenchmarkStepPayload(b *testing.B) {
+	const prompts, G, tokens = 128, 8, 4096
+	rng := rand.New(rand.NewPCG(1, 2))
+	p := stepPayload{Version: payloadVersion, Agent: "qwen", PromptTokens: make([]int, prompts)}
+	for i := range prompts {
+		p.PromptTokens[i] = 200
+		for range G {
+			ro := rollout.Rollout{Prompt: i, Tokens: make([]int, tokens), OldLogProbs: make([]float32, tokens), Reward: float64(rng.IntN(2)), Stopped: true}
+			text := make([]byte, 4*tokens)
+			for n := range ro.Tokens {
+				ro.Tokens[n] = rng.IntN(152_000)
+				ro.OldLogProbs[n] = -rng.Float32() * 12
+			}
+			for n := range text {
+				text[n] = byte('a' + rng.IntN(26))
+			}
+			ro.Text = string(text)
+			p.Rollouts = append(p.Rollouts, ro)
+		}
+	}
+	var size int
+	b.ResetTimer()
+	for b.Loop() {
+		data, err := encodePayload(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		size = len(data)
+		var q stepPayload
+		if err := gob.NewDecoder(bytes.NewReader(data)).Decode(&q); err != nil {
+			b.Fatal(err)
+		}
+		if err := checkPayload(&q, 0, "qwen", 0, prompts, G, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(size)/1e6, "MB")
 }

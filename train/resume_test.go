@@ -33,19 +33,7 @@ func buildBinary(t *testing.T) string {
 
 // deterministic drops the timing keys (and the record time), which measure
 // the machine rather than the run.
-func deterministic(recs []metrics.Record) []metrics.Record {
-	out := make([]metrics.Record, len(recs))
-	for i, r := range recs {
-		v := map[string]float64{}
-		for k, x := range r.Values {
-			if !strings.HasPrefix(k, "time/") && !strings.HasPrefix(k, "tokens_per_s") {
-				v[k] = x
-			}
-		}
-		out[i] = metrics.Record{Step: r.Step, Agent: r.Agent, Values: v}
-	}
-	return out
-}
+func deterministic(recs []metrics.Record) []metrics.Record { return metrics.WithoutTiming(recs) }
 
 // TestKillAndResume: a run killed with SIGKILL at arbitrary moments, and once
 // in the middle of writing a checkpoint, then resumed until done, ends with

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,6 +144,7 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 		return err
 	}
 	defer tr.Close()
+	fmt.Fprint(stderr, tr.Plan())
 	fmt.Fprintf(stderr, "agent %s of run %s on %s: steps %d to %d, writing %s\n", name, id, b.url, tr.StartStep()+1, cfg.Steps, cfg.Out)
 	sum, err := tr.Train(ctx)
 	if sum != nil {
@@ -200,12 +202,17 @@ func (e *busExchange) Share(ctx context.Context, step int, agent string, payload
 	if err := e.run.Publish(ctx, s, agent, payload); err != nil {
 		return nil, err
 	}
-	got, err := e.run.Collect(ctx, s, e.agents, e.wait)
+	others := slices.DeleteFunc(slices.Clone(e.agents), func(a string) bool { return a == agent })
+	got, err := e.run.Collect(ctx, s, others, e.wait)
 	var miss *bus.MissingError
 	if errors.As(err, &miss) {
 		return nil, e.explain(ctx, step, miss)
 	}
-	return got, err
+	if err != nil {
+		return nil, err
+	}
+	got[agent] = payload
+	return got, nil
 }
 
 // explain says which agents a step waited for in vain, and when each was

@@ -71,16 +71,7 @@ func stableMetrics(t *testing.T, path string) []metrics.Record {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range recs {
-		v := map[string]float64{}
-		for k, x := range r.Values {
-			if !strings.HasPrefix(k, "time/") && !strings.HasPrefix(k, "tokens_per_s") {
-				v[k] = x
-			}
-		}
-		recs[i] = metrics.Record{Step: r.Step, Agent: r.Agent, Values: v}
-	}
-	return recs
+	return metrics.WithoutTiming(recs)
 }
 
 func sameMetrics(t *testing.T, what string, got, want []metrics.Record) {

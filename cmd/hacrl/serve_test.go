@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
 )
@@ -298,7 +299,7 @@ func trainThroughServe(t *testing.T, example string) {
 				versions++
 			}
 			for k := range v {
-				if strings.HasPrefix(k, "time/") || strings.HasPrefix(k, "tokens_per_s") || strings.HasPrefix(k, "rollout/") || k == "time" {
+				if metrics.IsTiming(k) || strings.HasPrefix(k, "rollout/") || k == "time" {
 					delete(v, k)
 				}
 			}

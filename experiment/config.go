@@ -31,10 +31,15 @@ type Config struct {
 	Parallel int     `yaml:"parallel"` // cells at once (default 1)
 	// Run is the template of every cell: steps, task, batch, eval,
 	// checkpoint... Its agents, method, seed and out are set per cell.
-	Run       config.Config `yaml:"run"`
-	Settings  []Setting     `yaml:"settings"`
-	Methods   []string      `yaml:"methods"` // default grpo, gspo, gspo2x, naive, hacpo
-	Ablations *Ablations    `yaml:"ablations"`
+	Run      config.Config `yaml:"run"`
+	Settings []Setting     `yaml:"settings"`
+	Methods  []string      `yaml:"methods"` // default grpo, gspo, gspo2x, naive, hacpo
+	// MethodVariants run on every setting after the methods, each a name
+	// (its label in the report) and a method section, e.g.
+	// {name: hacpo-original, method: {name: hacpo, semantics: original}}.
+	// The report compares each with the method it varies.
+	MethodVariants []Variant  `yaml:"method_variants"`
+	Ablations      *Ablations `yaml:"ablations"`
 }
 
 // Setting is one heterogeneity setting: the agents that train together.
@@ -53,6 +58,16 @@ type Ablations struct {
 type Variant struct {
 	Name   string        `yaml:"name"`
 	Method config.Method `yaml:"method"`
+}
+
+// MainMethods are the methods and method variants every setting runs, in
+// the report's order.
+func (c *Config) MainMethods() []string {
+	out := append([]string(nil), c.Methods...)
+	for _, v := range c.MethodVariants {
+		out = append(out, v.Name)
+	}
+	return out
 }
 
 // DefaultMethods are the paper's baselines and HACPO (§4.4).
@@ -112,6 +127,16 @@ func (c *Config) validate() error {
 		}
 		names[s.Name] = true
 	}
+	methods := map[string]bool{}
+	for _, m := range c.Methods {
+		methods[m] = true
+	}
+	for i, v := range c.MethodVariants {
+		if v.Name == "" || strings.ContainsAny(v.Name, `/\ `) || methods[v.Name] || v.Name == "initial" {
+			bad("method_variants[%d].name: %q: required, without '/' or spaces, and not a method's name or used twice", i, v.Name)
+		}
+		methods[v.Name] = true
+	}
 	if a := c.Ablations; a != nil && !names[a.Setting] {
 		bad("ablations.setting: %q is not one of the settings", a.Setting)
 	}
@@ -136,14 +161,20 @@ type Cell struct {
 // ID names the cell: setting/method/seedN.
 func (c Cell) ID() string { return fmt.Sprintf("%s/%s/seed%d", c.Setting, c.Method, c.Seed) }
 
-// Cells lists the grid: every setting × method × seed, then every ablation
-// variant × seed on the ablation setting.
+// Cells lists the grid: every setting × method (and method variant) ×
+// seed, then every ablation variant × seed on the ablation setting.
 func (c *Config) Cells() []Cell {
 	var out []Cell
 	for _, s := range c.Settings {
 		for _, m := range c.Methods {
 			for _, seed := range c.Seeds {
 				out = append(out, Cell{Setting: s.Name, Method: m, Seed: seed})
+			}
+		}
+		for i := range c.MethodVariants {
+			v := &c.MethodVariants[i]
+			for _, seed := range c.Seeds {
+				out = append(out, Cell{Setting: s.Name, Method: v.Name, Seed: seed, Variant: v})
 			}
 		}
 	}

@@ -190,8 +190,8 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 	}
 	for _, s := range c.Settings {
 		fmt.Fprintf(&b, "## Setting: %s\n\n", s.Name)
-		writeTable(&b, results, s, c.Methods, keys, true)
-		if err := curves(ctx, c, results, s, c.Methods, keys); err != nil {
+		writeTable(&b, results, s, c.MainMethods(), keys, true)
+		if err := curves(ctx, c, results, s, c.MainMethods(), keys); err != nil {
 			return "", err
 		}
 		fmt.Fprintf(&b, "\nLearning curves: `plots/%s_<agent>.png`.\n\n", s.Name)
@@ -431,6 +431,24 @@ var claims = []comparison{
 	{"hacpo", "naive", "HACPO beats Naive sharing"},
 }
 
+// claims are the paper's claims, then each method variant against the
+// method it varies (and, for a variant of HACPO, the claims about HACPO).
+func (c *Config) claims() []comparison {
+	out := append([]comparison(nil), claims...)
+	for _, v := range c.MethodVariants {
+		base := v.Method.Name
+		out = append(out, comparison{v.Name, base, v.Name + " against " + base})
+		if base == "hacpo" {
+			for _, cl := range claims {
+				if cl.a == "hacpo" {
+					out = append(out, comparison{v.Name, cl.b, strings.Replace(cl.claim, "HACPO", v.Name, 1)})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // pairedDiffs returns, per seed with both, final[key] of method a minus that of
 // method b (or minus the initial value when b is "initial") for one agent of
 // one setting, in seed order.
@@ -510,7 +528,7 @@ func writeClaims(b *strings.Builder, results []CellResult, c *Config, keys []str
 			}
 		}
 		b.WriteString("---|\n")
-		for _, cl := range claims {
+		for _, cl := range c.claims() {
 			fmt.Fprintf(b, "| %s | %s − %s |", cl.claim, cl.a, cl.b)
 			sum, count := map[int64]float64{}, map[int64]int{}
 			agents := 0

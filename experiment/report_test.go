@@ -89,3 +89,35 @@ func TestWriteClaimsAveragesOnlyComplete(t *testing.T) {
 		t.Errorf("claims row:\n got %s\nwant %s\n%s", line, want, md)
 	}
 }
+
+// Method variants run on every setting after the methods, and the claims
+// compare each with the method it varies (a HACPO variant also with what
+// HACPO is claimed to beat).
+func TestMethodVariants(t *testing.T) {
+	c := &Config{Seeds: []int64{1, 2}, Methods: []string{"gspo", "hacpo"},
+		MethodVariants: []Variant{{Name: "hacpo-original", Method: config.Method{Name: "hacpo", Semantics: "original"}}},
+		Settings: []Setting{{Name: "a"}, {Name: "b"}}}
+	var ids []string
+	for _, cell := range c.Cells() {
+		ids = append(ids, cell.ID())
+	}
+	want := []string{"a/gspo/seed1", "a/gspo/seed2", "a/hacpo/seed1", "a/hacpo/seed2", "a/hacpo-original/seed1", "a/hacpo-original/seed2",
+		"b/gspo/seed1", "b/gspo/seed2", "b/hacpo/seed1", "b/hacpo/seed2", "b/hacpo-original/seed1", "b/hacpo-original/seed2"}
+	if !slices.Equal(ids, want) {
+		t.Errorf("cells %v\nwant %v", ids, want)
+	}
+	if got := c.MainMethods(); !slices.Equal(got, []string{"gspo", "hacpo", "hacpo-original"}) {
+		t.Errorf("MainMethods = %v", got)
+	}
+	var got []string
+	for _, cl := range c.claims()[len(claims):] {
+		got = append(got, cl.a+"−"+cl.b)
+	}
+	if want := []string{"hacpo-original−hacpo", "hacpo-original−initial", "hacpo-original−gspo", "hacpo-original−gspo2x", "hacpo-original−naive"}; !slices.Equal(got, want) {
+		t.Errorf("variant claims %v, want %v", got, want)
+	}
+	c.MethodVariants = append(c.MethodVariants, Variant{Name: "gspo"})
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `method_variants[1].name: "gspo"`) {
+		t.Errorf("a variant named like a method: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +56,13 @@ func (r *Runner) Run(ctx context.Context, c *Config) error {
 			todo = append(todo, cell)
 		}
 	}
+	// Seed by seed: a grid stopped early has every setting and method at
+	// its first seeds, which pair by seed, rather than some settings alone.
+	rank := map[int64]int{}
+	for i, s := range c.Seeds {
+		rank[s] = i
+	}
+	slices.SortStableFunc(todo, func(a, b Cell) int { return rank[a.Seed] - rank[b.Seed] })
 	fmt.Fprintf(r.Log, "experiment %s: %d cells, %d done, %d to run, %d at a time\n", c.Name, len(cells), len(cells)-len(todo), len(todo), c.Parallel)
 	start := time.Now()
 	var (

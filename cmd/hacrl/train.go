@@ -34,7 +34,15 @@ checkpoint, backend and engine may change).
 OUT belongs to one run: a second run pointed at it while the first is going
 is refused, naming it. A new run needs a missing or empty OUT; --overwrite
 deletes an earlier run there (only a directory holding nothing but a run's
-files, and never the working or the home directory).`,
+files, and never the working or the home directory).
+
+--processes runs every agent in its own process (hacrl agent), joined by a
+NATS JetStream server embedded here with its store in OUT/nats; each agent
+writes its run in OUT/agents/<agent>, and OUT/metrics.jsonl gets them all,
+merged. The numbers are the single-process run's, bit for bit. An agent
+process that dies of a signal starts again from its latest checkpoint
+(--max-restarts); --agents starts only some agents here, the others joining
+with hacrl agent --bus and $HACRL_BUS_TOKEN (docs/processes.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if resume && overwrite {

@@ -309,7 +309,11 @@ func (r *Run) claimOut(overwrite, resumed bool) error {
 // lockOut creates OUT, takes its lock and checks that the run may use it: a
 // new run needs an empty OUT, or Overwrite and an OUT that holds only a
 // run's files.
-func (r *Run) lockOut(opts Options) error {
+func (r *Run) lockOut(opts Options) error { return r.lockOutFor(opts, false) }
+
+// lockOutFor is lockOut for a run in one process (processes false) or the
+// supervisor of a run of agent processes (ClaimOut).
+func (r *Run) lockOutFor(opts Options, processes bool) error {
 	out := r.cfg.Out
 	if opts.Overwrite {
 		if err := checkOverwriteTarget(out); err != nil {
@@ -326,11 +330,13 @@ func (r *Run) lockOut(opts Options) error {
 	if lock.Stale != nil {
 		r.obs.Log(fmt.Sprintf("%s: the previous run (%s) ended without releasing its lock; taking it over", out, lock.Stale))
 	}
+	check := func() error { return checkRunKind(out, processes) }
 	if !opts.Resume {
-		if err := checkNewRun(out, opts.Overwrite); err != nil {
-			lock.Release()
-			return err
-		}
+		check = func() error { return checkNewRun(out, opts.Overwrite) }
+	}
+	if err := check(); err != nil {
+		lock.Release()
+		return err
 	}
 	r.lock = lock
 	return nil

@@ -230,7 +230,7 @@ func ClaimOut(out string, opts Options) (release func() error, err error) {
 	if r.obs == nil {
 		r.obs = logObserver{}
 	}
-	if err := r.lockOut(opts); err != nil {
+	if err := r.lockOutFor(opts, true); err != nil {
 		return nil, err
 	}
 	if opts.Overwrite {
@@ -240,4 +240,21 @@ func ClaimOut(out string, opts Options) (release func() error, err error) {
 		}
 	}
 	return r.lock.Release, nil
+}
+
+// checkRunKind refuses to resume, as a run of agent processes (processes)
+// or as a run in one process, a run of the other kind in out: the one would
+// start from step 0 beside the other's checkpoints and replace its metrics.
+func checkRunKind(out string, processes bool) error {
+	exists := func(name string) bool {
+		_, err := os.Stat(filepath.Join(out, name))
+		return err == nil
+	}
+	switch {
+	case processes && exists("checkpoints"):
+		return fmt.Errorf("train: %s holds a run trained in one process (%s): resume it without --processes", out, filepath.Join(out, "checkpoints"))
+	case !processes && exists("agents") && exists("nats"):
+		return fmt.Errorf("train: %s holds a run of agent processes (%s): resume it with --processes --resume", out, filepath.Join(out, "agents"))
+	}
+	return nil
 }

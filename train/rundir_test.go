@@ -582,3 +582,33 @@ func TestResumeFinishedRun(t *testing.T) {
 	trainWith(t, cfg, Options{Resume: true})
 	sameTree(t, cfg.Out, before) // the same agent again, from the last checkpoint
 }
+
+// A run in one process and a run of agent processes do not resume as each
+// other: the one would start afresh beside the other's checkpoints and
+// replace its metrics.
+func TestRunKindsDoNotMix(t *testing.T) {
+	dir := t.TempDir()
+	single := filepath.Join(dir, "single")
+	if err := os.MkdirAll(filepath.Join(single, "checkpoints", "step-00000001"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ClaimOut(single, Options{Resume: true}); err == nil || !strings.Contains(err.Error(), "resume it without --processes") {
+		t.Errorf("--processes --resume of a one-process run: %v", err)
+	}
+	procs := filepath.Join(dir, "procs")
+	for _, d := range []string{"agents/a", "nats"} {
+		if err := os.MkdirAll(filepath.Join(procs, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := tinyConfig(t, dir, "hacpo", 1)
+	cfg.Out = procs
+	if _, err := New(context.Background(), cfg, Options{Resume: true}); err == nil || !strings.Contains(err.Error(), "resume it with --processes --resume") {
+		t.Errorf("one-process --resume of a run of agent processes: %v", err)
+	}
+	release, err := ClaimOut(procs, Options{Resume: true})
+	if err != nil {
+		t.Fatalf("--processes --resume of its own run: %v", err)
+	}
+	release()
+}

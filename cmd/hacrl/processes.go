@@ -55,14 +55,9 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	for i, a := range cfg.Agents {
 		names[i] = a.Name
 	}
-	local := names
-	if len(p.only) > 0 {
-		for _, n := range p.only {
-			if !slices.Contains(names, n) {
-				return usage("--agents: %q is not one of the config's agents %v", n, names)
-			}
-		}
-		local = p.only
+	local, err := p.localAgents(names)
+	if err != nil {
+		return err
 	}
 	token := os.Getenv(busTokenEnv)
 	if token == "" && len(local) < len(names) {
@@ -76,22 +71,12 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 		return err
 	}
 	defer release()
-	srv, err := bus.StartServer(ctx, bus.ServerOptions{Dir: filepath.Join(cfg.Out, "nats"), Listen: p.listen, Auth: bus.Auth{Token: token}})
+	srv, conn, run, err := startBus(ctx, cfg, p.listen, token)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	// The run's identity is this config's and this build's from the start:
-	// an agent that brings others is refused, however early it joins.
-	conn, err := srv.Connect(ctx, bus.ClientOptions{Name: "hacrl train --processes", Token: token})
-	if err != nil {
-		return err
-	}
 	defer conn.Close()
-	run, err := openRun(ctx, conn, cfg, "", 1)
-	if err != nil {
-		return err
-	}
 	fmt.Fprintf(stderr, "bus: %s (store %s); agents here: %s\n", srv.URL(), filepath.Join(cfg.Out, "nats"), strings.Join(local, ", "))
 	if len(local) < len(names) {
 		fmt.Fprintf(stderr, "the other agents join with: hacrl agent %s --agent NAME --bus %s (with $%s)\n", cfgPath, srv.URL(), busTokenEnv)
@@ -130,6 +115,41 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	}
 	fmt.Fprintf(stderr, "metrics: %s/metrics.jsonl · each agent's run: %s/agents/<agent> (final weights in its final/<agent>)\n", cfg.Out, cfg.Out)
 	return nil
+}
+
+// localAgents are the agents to start here: --agents, or all of names.
+func (p *procFlags) localAgents(names []string) ([]string, error) {
+	if len(p.only) == 0 {
+		return names, nil
+	}
+	for _, n := range p.only {
+		if !slices.Contains(names, n) {
+			return nil, usage("--agents: %q is not one of the config's agents %v", n, names)
+		}
+	}
+	return p.only, nil
+}
+
+// startBus starts the run's embedded server, with its store in OUT/nats,
+// and records the run's identity on it before any agent starts: an agent
+// that brings another config or build is refused, however early it joins.
+func startBus(ctx context.Context, cfg *config.Config, listen, token string) (*bus.Server, *bus.Conn, *bus.Run, error) {
+	srv, err := bus.StartServer(ctx, bus.ServerOptions{Dir: filepath.Join(cfg.Out, "nats"), Listen: listen, Auth: bus.Auth{Token: token}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	conn, err := srv.Connect(ctx, bus.ClientOptions{Name: "hacrl train --processes", Token: token})
+	if err != nil {
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	run, err := openRun(ctx, conn, cfg, "", 1)
+	if err != nil {
+		conn.Close()
+		srv.Close()
+		return nil, nil, nil, err
+	}
+	return srv, conn, run, nil
 }
 
 // waitElsewhere waits, at most wait, until the agents not run here have

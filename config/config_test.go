@@ -214,8 +214,9 @@ func TestExplicitValues(t *testing.T) {
 // same value, zero values with a meaning included.
 func TestMarshalRoundTrip(t *testing.T) {
 	for name, src := range map[string]string{
-		"valid":  valid,
-		"greedy": strings.Replace(valid, "top_p: 0.9", "top_p: 0.9, temperature: 0, top_k: 0", 1),
+		"valid":                    valid,
+		"greedy":                   strings.Replace(valid, "top_p: 0.9", "top_p: 0.9, temperature: 0, top_k: 0", 1),
+		"eval set on one operator": strings.Replace(valid, "problems: 50}", "problems: 50, task: {operators: \"+\", ops: 2}}", 1),
 		"no clip, no eval at start, dataset": strings.Replace(strings.Replace(valid, "task: {name: arith, digits: 2}", "dataset: {path: d.jsonl, prompt_suffix: \" Answer:\"}", 1),
 			"every: 5", "every: 0\n  at_start: false", 1),
 	} {

@@ -723,6 +723,14 @@ type EvalSet struct {
 	// (the paper evaluates with its \boxed{} instruction too); not with
 	// split, whose questions already carry dataset.prompt_suffix.
 	PromptSuffix string `yaml:"prompt_suffix,omitempty" json:"prompt_suffix,omitempty"`
+	// Task changes options of the run's generated task for this split set:
+	// the options it sets replace the run's, the others stay, e.g.
+	// {operators: "+"} evaluates an arith run on its addition problems only.
+	// Its name may be left out (it must be the run's). A problem's split
+	// depends only on its text, so the set's test problems are never the
+	// run's training problems. Only with split, and only for a task (not a
+	// dataset).
+	Task *Task `yaml:"task,omitempty" json:"task,omitempty"`
 }
 
 // Checkpoint is the checkpoint schedule.
@@ -1039,6 +1047,9 @@ func (c *Config) validate(lines map[string]int) error {
 		if s.PromptSuffix != "" && s.Split != "" {
 			bad(p+".prompt_suffix", "only with benchmark or dataset: a split's questions carry dataset.prompt_suffix")
 		}
+		if s.Task != nil {
+			validateEvalTask(p+".task", s, c.Task, bad)
+		}
 		if s.MaxNewTokens < 0 {
 			bad(p+".max_new_tokens", "must be >= 0 (0 = the agent's), got %d", s.MaxNewTokens)
 		}
@@ -1088,6 +1099,41 @@ func validateTask(path string, t *Task, bad badFunc) {
 			bad(path+"."+yamlName(f), "is an option of %s, not of %s", owner, t.Name)
 		}
 	}
+}
+
+// validateEvalTask checks an evaluation set's task section (path): only on
+// a split of a run's generated task (run), naming that task or none, and
+// setting only that task's options.
+func validateEvalTask(path string, s EvalSet, run *Task, bad badFunc) {
+	switch {
+	case s.Split == "":
+		bad(path, "only with split: it changes the options of the run's own task")
+	case run == nil:
+		bad(path, "only for a run with a generated task (task), not a dataset")
+	case s.Task.Name != "" && s.Task.Name != run.Name:
+		bad(path+".name", "must be the run's task (%s) or left out, got %q", run.Name, s.Task.Name)
+	default:
+		t := *s.Task
+		t.Name = run.Name
+		validateTask(path, &t, bad)
+	}
+}
+
+// Override returns a copy of t with the options that o sets (its non-zero
+// fields) in place of t's: the task of an evaluation set with a task section
+// (EvalSet.Task). Since a zero option counts as unset, o cannot turn
+// fractions off.
+func (t Task) Override(o *Task) Task {
+	if o == nil {
+		return t
+	}
+	tv, ov := reflect.ValueOf(&t).Elem(), reflect.ValueOf(o).Elem()
+	for i := 0; i < ov.NumField(); i++ {
+		if !ov.Field(i).IsZero() {
+			tv.Field(i).Set(ov.Field(i))
+		}
+	}
+	return t
 }
 
 // LlamaHidden is the default SwiGLU width for a llama model of width dim:

@@ -96,6 +96,9 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite (line 6): must be skip or stop, got "ignore"`},
 		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine (line 6): must be auto, native or graph, got "gpu"`},
 		{"several errors", "steps: 10", "steps: -1\nengine: gpu", "steps (line 5): must be >= 0, got -1\nengine (line 6)"},
+		{"eval task without split", "sets: [{name: test, split: test, problems: 50}]", "sets: [{name: b, benchmark: gsm8k, task: {operators: \"+\"}}]", "eval.sets[0].task (line 22): only with split"},
+		{"eval task of another task", "problems: 50}", "problems: 50, task: {name: countdown}}", "eval.sets[0].task.name (line 22): must be the run's task (arith) or left out, got \"countdown\""},
+		{"eval task option of another task", "problems: 50}", "problems: 50, task: {numbers: 4}}", "eval.sets[0].task.numbers (line 22): is an option of countdown, not of arith"},
 		{"eval prompt_suffix with a split", "problems: 50}", "problems: 50, prompt_suffix: Answer.}", "eval.sets[0].prompt_suffix (line 22): only with benchmark or dataset"},
 		{"negative rollouts.every", "steps: 10", "steps: 10\nrollouts: {every: -1}", "rollouts.every (line 6): must be >= 0 (0 = off), got -1"},
 		{"unknown rollouts key", "steps: 10", "steps: 10\nrollouts: {each: 2}", "rollouts.each (line"},
@@ -187,6 +190,7 @@ func TestExplicitValues(t *testing.T) {
 		{"eval temperature 0 without samples is not read", "problems: 50}", "problems: 50, samples: 0}", func(c *Config) bool { return c.Eval.Sets[0].Temperature == 1 }},
 		{"a key with no value is left out", "top_p: 0.9}", "top_p: 0.9, temperature: ~}", func(c *Config) bool { return *c.Agents[1].Sampling.Temperature == 1 }},
 		{"omitted keys take defaults", "responses_per_prompt: 4, ", "", func(c *Config) bool { return c.Batch.ResponsesPerPrompt == 8 }},
+		{"eval task: the run's name may be given", "problems: 50}", "problems: 50, task: {name: arith, operators: \"+\"}}", func(c *Config) bool { return c.Eval.Sets[0].Task.Operators == "+" }},
 		{"checkpoint template left to the checkpoint", "    template: {kind: chat}\n", "", func(c *Config) bool { return c.Agents[1].Template.Kind == "" }},
 	}
 	for _, tc := range kept {
@@ -210,8 +214,9 @@ func TestExplicitValues(t *testing.T) {
 // same value, zero values with a meaning included.
 func TestMarshalRoundTrip(t *testing.T) {
 	for name, src := range map[string]string{
-		"valid":  valid,
-		"greedy": strings.Replace(valid, "top_p: 0.9", "top_p: 0.9, temperature: 0, top_k: 0", 1),
+		"valid":                    valid,
+		"greedy":                   strings.Replace(valid, "top_p: 0.9", "top_p: 0.9, temperature: 0, top_k: 0", 1),
+		"eval set on one operator": strings.Replace(valid, "problems: 50}", "problems: 50, task: {operators: \"+\", ops: 2}}", 1),
 		"no clip, no eval at start, dataset": strings.Replace(strings.Replace(valid, "task: {name: arith, digits: 2}", "dataset: {path: d.jsonl, prompt_suffix: \" Answer:\"}", 1),
 			"every: 5", "every: 0\n  at_start: false", 1),
 	} {
@@ -453,5 +458,42 @@ func TestMethodSemantics(t *testing.T) {
 		case err == nil && "semantics: "+cfg.Method.Semantics != c.method:
 			t.Errorf("%s: parsed %q", c.method, cfg.Method.Semantics)
 		}
+	}
+}
+
+// TestEvalTaskOnDatasetRun: an evaluation set's task section needs a run
+// with a generated task to change.
+func TestEvalTaskOnDatasetRun(t *testing.T) {
+	src := strings.Replace(valid, "task: {name: arith, digits: 2}", "dataset: {path: d.jsonl}", 1)
+	src = strings.Replace(src, "problems: 50}", "problems: 50, task: {operators: \"+\"}}", 1)
+	_, err := Parse([]byte(src))
+	if want := "eval.sets[0].task (line 22): only for a run with a generated task"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want an error containing %q", err, want)
+	}
+}
+
+func TestTaskOverride(t *testing.T) {
+	run := Task{Name: "arith", Seed: 7, Digits: 2, Operators: "+-"}
+	tests := []struct {
+		name string
+		o    *Task
+		want Task
+	}{
+		{"nil keeps the run's", nil, run},
+		{"empty keeps the run's", &Task{}, run},
+		{"one option replaced", &Task{Operators: "+"}, Task{Name: "arith", Seed: 7, Digits: 2, Operators: "+"}},
+		{"several, the run's name given", &Task{Name: "arith", Digits: 3, Ops: 2}, Task{Name: "arith", Seed: 7, Digits: 3, Ops: 2, Operators: "+-"}},
+		{"seed and format weight", &Task{Seed: 9, FormatWeight: 0.1}, Task{Name: "arith", Seed: 9, FormatWeight: 0.1, Digits: 2, Operators: "+-"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := run
+			if got := run.Override(tc.o); got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if run != before {
+				t.Errorf("Override changed its receiver: %+v", run)
+			}
+		})
 	}
 }

@@ -116,6 +116,14 @@ func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
 			}
 		case sc.Dataset != "":
 			es.task, err = DatasetTask(sc.Dataset, dataset.Options{}, sc.PromptSuffix, task.Test)
+		case sc.Task != nil:
+			if cfg.Task == nil {
+				return nil, fmt.Errorf("eval.sets[%d].task: only for a run with a generated task", i)
+			}
+			o := cfg.Task.Override(sc.Task)
+			if es.task, err = newTask(&o); err != nil {
+				return nil, fmt.Errorf("eval.sets[%d].task: %w", i, err)
+			}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("eval.sets[%d]: %w", i, err)

@@ -317,15 +317,20 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 // BuildTask makes the training task: a generated task or a dataset.
 func BuildTask(cfg *config.Config) (task.Task, error) {
 	if t := cfg.Task; t != nil {
-		tk, err := task.New(t.Name, task.Options{
-			Seed: t.Seed, FormatWeight: t.FormatWeight,
-			Digits: t.Digits, Ops: t.Ops, Operators: t.Operators, MulDigits: t.MulDigits,
-			Numbers: t.Numbers, MaxNumber: t.MaxNumber, MaxTarget: t.MaxTarget, Fractions: t.Fractions,
-		})
+		tk, err := newTask(t)
 		if err != nil {
 			return nil, fmt.Errorf("task: %w", err)
 		}
 		return tk, nil
 	}
 	return loadDataset(cfg.Dataset)
+}
+
+// newTask makes the generated task that t describes.
+func newTask(t *config.Task) (task.Task, error) {
+	return task.New(t.Name, task.Options{
+		Seed: t.Seed, FormatWeight: t.FormatWeight,
+		Digits: t.Digits, Ops: t.Ops, Operators: t.Operators, MulDigits: t.MulDigits,
+		Numbers: t.Numbers, MaxNumber: t.MaxNumber, MaxTarget: t.MaxTarget, Fractions: t.Fractions,
+	})
 }

@@ -96,7 +96,7 @@ func TestWriteClaimsAveragesOnlyComplete(t *testing.T) {
 func TestMethodVariants(t *testing.T) {
 	c := &Config{Seeds: []int64{1, 2}, Methods: []string{"gspo", "hacpo"},
 		MethodVariants: []Variant{{Name: "hacpo-original", Method: config.Method{Name: "hacpo", Semantics: "original"}}},
-		Settings: []Setting{{Name: "a"}, {Name: "b"}}}
+		Settings:       []Setting{{Name: "a"}, {Name: "b"}}}
 	var ids []string
 	for _, cell := range c.Cells() {
 		ids = append(ids, cell.ID())

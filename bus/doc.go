@@ -18,7 +18,8 @@
 //
 //   - The run's layout: one stream per run, HACRL_<run>, with a subject per
 //     step and agent (hacrl.<run>.step.<s>.<agent>), and one key-value bucket,
-//     hacrl_<run>, holding the run's identity and agents' heartbeats. Agent
+//     hacrl_<run>, holding the run's identity and, per agent, its heartbeat,
+//     the first step it still needs and the steps it finished with. Agent
 //     names are escaped into subject tokens (bytes other than letters, digits,
 //     '_' and '-' become =XX).
 //   - Chunking. A step of a paper-sized run is tens of MB per agent, beyond
@@ -48,10 +49,14 @@
 //     from the sequence after the last message it read; and Publish sends
 //     again every chunk not acknowledged within 10 s (harmless: message ids).
 //   - Identity: the first process to open a run records its config hash and
-//     code version; a process that brings other ones is refused with a
-//     *MismatchError saying what differs.
+//     code version (and RunSpec.Config, when given); a process that brings
+//     other ones is refused with a *MismatchError saying what differs and
+//     carrying the recorded config.
 //   - Liveness: Heartbeat / KeepAlive put a key per agent; Agents lists them
 //     with the server's time of the last beat.
+//   - Retention and the end: Need records the first step an agent may still
+//     collect (Needed: the earliest over agents, so the caller may DropStep
+//     the rest); Finish / Finished record that an agent ended the run.
 //
 // Credentials apply to in-process connections too; refusals are tested on
 // the listener, where they matter (in process, a refused client only sees its

@@ -244,10 +244,7 @@ func (r *Run) Need(ctx context.Context, agent string, from int) error {
 	if err := checkAgent(agent); err != nil {
 		return err
 	}
-	if _, err := r.kv.Put(ctx, keyNeed+token(agent), []byte(strconv.Itoa(from))); err != nil {
-		return fmt.Errorf("bus: run %s: record the steps agent %q needs: %w", r.id, agent, err)
-	}
-	return nil
+	return r.putCount(ctx, keyNeed, agent, from, "the first step it needs")
 }
 
 // Needed returns the earliest step any of agents still needs, as they
@@ -256,16 +253,9 @@ func (r *Run) Need(ctx context.Context, agent string, from int) error {
 func (r *Run) Needed(ctx context.Context, agents []string) (step int, ok bool, err error) {
 	step = math.MaxInt
 	for _, a := range agents {
-		e, err := r.kv.Get(ctx, keyNeed+token(a))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			return 0, false, nil
-		}
-		if err != nil {
-			return 0, false, fmt.Errorf("bus: run %s: read the steps agent %q needs: %w", r.id, a, err)
-		}
-		n, err := strconv.Atoi(string(e.Value()))
-		if err != nil {
-			return 0, false, fmt.Errorf("bus: run %s: agent %q needs step %q, not a number", r.id, a, e.Value())
+		n, ok, err := r.count(ctx, keyNeed, a, "the first step it needs")
+		if err != nil || !ok {
+			return 0, false, err
 		}
 		step = min(step, n)
 	}
@@ -277,25 +267,35 @@ func (r *Run) Finish(ctx context.Context, agent string, steps int) error {
 	if err := checkAgent(agent); err != nil {
 		return err
 	}
-	if _, err := r.kv.Put(ctx, keyDone+token(agent), []byte(strconv.Itoa(steps))); err != nil {
-		return fmt.Errorf("bus: run %s: record that agent %q finished: %w", r.id, agent, err)
-	}
-	return nil
+	return r.putCount(ctx, keyDone, agent, steps, "the steps it finished with")
 }
 
 // Finished returns the steps agent said it ended the run with (Finish);
 // ok is false when it has not said.
 func (r *Run) Finished(ctx context.Context, agent string) (steps int, ok bool, err error) {
-	e, err := r.kv.Get(ctx, keyDone+token(agent))
+	return r.count(ctx, keyDone, agent, "the steps it finished with")
+}
+
+// putCount records n, what it means for agent, under prefix + agent's token.
+func (r *Run) putCount(ctx context.Context, prefix, agent string, n int, what string) error {
+	if _, err := r.kv.Put(ctx, prefix+token(agent), []byte(strconv.Itoa(n))); err != nil {
+		return fmt.Errorf("bus: run %s: record %s of agent %q: %w", r.id, what, agent, err)
+	}
+	return nil
+}
+
+// count reads what putCount recorded for agent under prefix; ok is false
+// when nothing is.
+func (r *Run) count(ctx context.Context, prefix, agent, what string) (n int, ok bool, err error) {
+	e, err := r.kv.Get(ctx, prefix+token(agent))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("bus: run %s: read whether agent %q finished: %w", r.id, agent, err)
+		return 0, false, fmt.Errorf("bus: run %s: read %s of agent %q: %w", r.id, what, agent, err)
 	}
-	n, err := strconv.Atoi(string(e.Value()))
-	if err != nil {
-		return 0, false, fmt.Errorf("bus: run %s: agent %q finished %q steps, not a number", r.id, agent, e.Value())
+	if n, err = strconv.Atoi(string(e.Value())); err != nil {
+		return 0, false, fmt.Errorf("bus: run %s: %s of agent %q is %q, not a number", r.id, what, agent, e.Value())
 	}
 	return n, true, nil
 }

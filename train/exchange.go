@@ -143,8 +143,10 @@ func checkPayload(p *stepPayload, step int, name string, source, prompts, G int,
 		return fmt.Errorf("payload says step %d of agent %q", p.Step+1, p.Agent)
 	case len(p.Rollouts) != prompts*G:
 		return fmt.Errorf("%d rollouts, want %d prompts × %d responses", len(p.Rollouts), prompts, G)
-	case len(p.PromptTokens) != prompts || slices.Min(p.PromptTokens) < 1:
-		return fmt.Errorf("%d prompt lengths (shortest %d), want %d of at least 1 token", len(p.PromptTokens), slices.Min(append(p.PromptTokens, 1)), prompts)
+	case len(p.PromptTokens) != prompts:
+		return fmt.Errorf("%d prompt lengths, want %d", len(p.PromptTokens), prompts)
+	case slices.Min(p.PromptTokens) < 1:
+		return fmt.Errorf("a prompt of %d tokens, want at least 1", slices.Min(p.PromptTokens))
 	case logged && len(p.Prompts) != prompts:
 		return fmt.Errorf("%d prompt texts, want %d", len(p.Prompts), prompts)
 	}

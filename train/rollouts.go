@@ -23,7 +23,7 @@ type trace struct {
 // newTrace returns the trace of step (counted from 1) when its rollouts are
 // logged, else nil.
 func (r *Run) newTrace(step int, pool *rollout.Pool) *trace {
-	if every := r.cfg.Rollouts.Every; every <= 0 || step%every != 0 {
+	if !r.logsRollouts(step) {
 		return nil
 	}
 	tr := &trace{uses: make([][]rollout.LearnerUse, len(pool.Rollouts)), seen: make([][]bool, len(pool.Rollouts))}
@@ -32,6 +32,13 @@ func (r *Run) newTrace(step int, pool *rollout.Pool) *trace {
 		tr.seen[i] = make([]bool, pool.Agents)
 	}
 	return tr
+}
+
+// logsRollouts reports whether the rollouts of step (counted from 1) are
+// logged (config rollouts.every).
+func (r *Run) logsRollouts(step int) bool {
+	every := r.cfg.Rollouts.Every
+	return every > 0 && step%every == 0
 }
 
 // use notes that learner k puts pool item i, as sample s, into mini-batch m.

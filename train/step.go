@@ -124,7 +124,7 @@ type sources struct {
 // promptTexts renders the step's prompts as text for each of this process's
 // agents (by Agent.Index), when the step's rollouts are logged; else nil.
 func (r *Run) promptTexts(step int, problems []task.Problem) [][]string {
-	if every := r.cfg.Rollouts.Every; every <= 0 || step%every != 0 {
+	if !r.logsRollouts(step) {
 		return nil
 	}
 	texts := make([][]string, len(r.names))

@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -121,13 +123,15 @@ ablations:
 			}
 		}
 	}
+	checkArchive(t, r, c, results)
 	md, err := Report(context.Background(), c, results)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"## Setting: size", "| small | initial |", "| large | hacpo |", "| large | gspo2x |",
 		"## Ablations on setting size", "| small | alpha-0 |", " ± ", "ratio/cross_mean", " omega |",
-		"## The paper's claims, paired by seed", "| hacpo − gspo2x |", "| alpha-0 | test/greedy_acc |"} {
+		"## The paper's claims, paired by seed", "| hacpo − gspo2x |", "(plots/size_small_test_greedy_acc.png)",
+		"## Effect sizes: 95% confidence intervals over seeds", "| alpha-0 | test/greedy_acc |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}
@@ -137,9 +141,106 @@ ablations:
 	if err != nil || json.Unmarshal(data, &back) != nil || len(back) != 8 {
 		t.Errorf("results.json: %v, %d cells", err, len(back))
 	}
-	for _, f := range []string{"size_small.png", "size_large.svg"} {
+	for _, f := range []string{"size_small_test_greedy_acc.png", "size_large_test_greedy_acc.svg"} {
 		if st, err := os.Stat(filepath.Join(out, "plots", f)); err != nil || st.Size() == 0 {
 			t.Errorf("plot %s: %v", f, err)
+		}
+	}
+}
+
+// checkArchive archives the finished grid c, reads the same results back from
+// the archive, and resumes the grid there: only a cell the archive lacks is
+// trained, and it is archived like the others.
+func checkArchive(t *testing.T, r *Runner, c *Config, results []CellResult) {
+	t.Helper()
+	arch := *c
+	arch.Out = filepath.Join(t.TempDir(), "archive")
+	n, err := Archive(c, arch.Out)
+	if err != nil || n != len(results) {
+		t.Fatalf("Archive: %d cells, %v; want %d", n, err, len(results))
+	}
+	for _, cell := range c.Cells() {
+		for _, f := range []string{"metrics.jsonl", "checkpoints", "final"} {
+			if _, err := os.Stat(filepath.Join(arch.Dir(cell), f)); !os.IsNotExist(err) {
+				t.Errorf("archive of %s has %s (%v)", cell.ID(), f, err)
+			}
+		}
+	}
+	back, err := Collect(&arch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, results) {
+		t.Errorf("results from the archive differ from the grid's:\n%+v\n%+v", back, results)
+	}
+	// Archiving again gives the same bytes.
+	cell := c.Cells()[0]
+	gz := filepath.Join(arch.Dir(cell), "metrics.jsonl.gz")
+	first, _ := os.ReadFile(gz)
+	if _, err := Archive(c, arch.Out); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(gz); len(first) == 0 || !bytes.Equal(first, again) {
+		t.Errorf("archiving again changed %s", gz)
+	}
+	// A grid run over the archive trains only the cell it lacks.
+	missing := c.Cells()[1]
+	if err := os.RemoveAll(arch.Dir(missing)); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	rr := &Runner{Binary: r.Binary, Log: &log}
+	if err := rr.Run(context.Background(), &arch); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), fmt.Sprintf("%d cells, %d done, 1 to run", len(results), len(results)-1)) {
+		t.Errorf("run over the archive:\n%s", log.String())
+	}
+	again, err := Collect(&arch)
+	if err != nil || !reflect.DeepEqual(withoutSeconds(again), withoutSeconds(results)) {
+		t.Errorf("after retraining %s in the archive: %v\n%+v\nwant\n%+v", missing.ID(), err, again, results)
+	}
+}
+
+// withoutSeconds drops the cells' times, which differ between two runs of the same cell.
+func withoutSeconds(rs []CellResult) []CellResult {
+	out := make([]CellResult, len(rs))
+	for i, r := range rs {
+		r.Seconds = 0
+		out[i] = r
+	}
+	return out
+}
+
+func TestChildEnv(t *testing.T) {
+	base := []string{"HOME=/root", "GOEXPERIMENT=simd"}
+	for _, tc := range []struct {
+		env            []string
+		parallel, cpus int
+		want           string // the GOMAXPROCS entry, "" for none added
+	}{
+		{base, 1, 2, ""},
+		{base, 2, 2, "GOMAXPROCS=1"},
+		{base, 2, 16, "GOMAXPROCS=8"},
+		{base, 3, 16, "GOMAXPROCS=5"},
+		{base, 4, 2, "GOMAXPROCS=1"},
+		{append(slices.Clone(base), "GOMAXPROCS=2"), 4, 2, "GOMAXPROCS=2"}, // the caller's setting stands
+	} {
+		got := childEnv(slices.Clone(tc.env), tc.parallel, tc.cpus)
+		var procs []string
+		for _, kv := range got {
+			if strings.HasPrefix(kv, "GOMAXPROCS=") {
+				procs = append(procs, kv)
+			}
+		}
+		switch {
+		case tc.want == "" && len(procs) != 0:
+			t.Errorf("parallel %d on %d cores: %v, want no GOMAXPROCS", tc.parallel, tc.cpus, procs)
+		case tc.want != "" && (len(procs) != 1 || procs[0] != tc.want):
+			t.Errorf("parallel %d on %d cores, env %v: %v, want [%s]", tc.parallel, tc.cpus, tc.env, procs, tc.want)
+		}
+		if !slices.Equal(got[:len(base)], base) {
+			t.Errorf("childEnv dropped the grid's environment: %v", got)
 		}
 	}
 }

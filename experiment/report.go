@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/hacrl/hacrl/internal/atomicfile"
-	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/plot"
 )
 
@@ -51,9 +50,9 @@ func Collect(c *Config) ([]CellResult, error) {
 		if !c.Done(cell) {
 			continue
 		}
-		recs, err := metrics.ReadFile(filepath.Join(c.Dir(cell), metrics.FileName))
+		recs, err := readCellMetrics(c.Dir(cell))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("experiment: cell %s: %w", cell.ID(), err)
 		}
 		cr := CellResult{Cell: cell.ID(), Setting: cell.Setting, Method: cell.Method, Seed: cell.Seed, Agents: map[string]*AgentResult{}}
 		sums := map[string]map[string]float64{}
@@ -191,10 +190,18 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 	for _, s := range c.Settings {
 		fmt.Fprintf(&b, "## Setting: %s\n\n", s.Name)
 		writeTable(&b, results, s, c.MainMethods(), keys, true)
-		if err := curves(ctx, c, results, s, c.MainMethods(), keys); err != nil {
+		files, err := curves(ctx, c, results, s, c.MainMethods(), keys)
+		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(&b, "\nLearning curves: `plots/%s_<agent>.png`.\n\n", s.Name)
+		if len(files) > 0 {
+			b.WriteString("\nLearning curves (mean over seeds, one line per method):")
+			for _, f := range files {
+				fmt.Fprintf(&b, " [%s](plots/%s.png)", strings.TrimPrefix(f, s.Name+"_"), f)
+			}
+			b.WriteString("\n")
+		}
+		b.WriteString("\n")
 	}
 	if a := c.Ablations; a != nil {
 		fmt.Fprintf(&b, "## Ablations on setting %s\n\n", a.Setting)
@@ -211,6 +218,7 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 		b.WriteString("\n")
 	}
 	writeClaims(&b, results, c, keys)
+	writeEffects(&b, results, c, keys)
 	b.WriteString("## Per-step diagnostics (means over steps and seeds)\n\n")
 	writeDiagnostics(&b, results, c)
 	md := b.String()
@@ -356,66 +364,95 @@ func writeDiagnostics(b *strings.Builder, results []CellResult, c *Config) {
 	}
 }
 
-// curves draws, per agent of a setting, the first eval key against the step,
-// one line per method (mean over seeds).
-func curves(ctx context.Context, c *Config, results []CellResult, s Setting, methods, keys []string) error {
-	if len(keys) == 0 {
-		return nil
-	}
-	key := keys[0]
+// curveMetrics are the metrics drawn against the step for every evaluation
+// set: greedy accuracy, and the sampled accuracy, which moves less between
+// two evaluations of the same run.
+var curveMetrics = []string{"greedy_acc", "avg@4"}
+
+// curveFile is the name of one learning-curve figure, without extension.
+func curveFile(setting, agent, key string) string {
+	return setting + "_" + agent + "_" + strings.NewReplacer("eval/", "", "/", "_", "@", "").Replace(key)
+}
+
+// curveKeys are the eval keys curves draws: each of curveMetrics in every
+// evaluation set.
+func curveKeys(keys []string) []string {
+	var out []string
 	for _, k := range keys {
-		if strings.HasSuffix(k, "/greedy_acc") {
-			key = k
-			break
+		for _, m := range curveMetrics {
+			if strings.HasSuffix(k, "/"+m) {
+				out = append(out, k)
+			}
 		}
 	}
-	for _, ag := range s.Agents {
-		var series []plot.Series
-		for _, m := range methods {
-			sum := map[int]float64{}
-			n := map[int]int{}
-			for _, r := range results {
-				if r.Setting != s.Name || r.Method != m || r.Agents[ag.Name] == nil {
-					continue
-				}
-				for step, ev := range r.Agents[ag.Name].Curve {
-					if v, ok := ev[key]; ok {
-						sum[step] += v
-						n[step]++
-					}
-				}
-			}
-			if len(sum) == 0 {
+	return out
+}
+
+// curves draws, per agent of a setting and key of curveKeys, the key
+// against the step, one line per method (mean over seeds), and returns the
+// figures' file names (without extension) under OUT/plots.
+func curves(ctx context.Context, c *Config, results []CellResult, s Setting, methods, keys []string) ([]string, error) {
+	var files []string
+	for _, key := range curveKeys(keys) {
+		for _, ag := range s.Agents {
+			series := curveSeries(results, s.Name, ag.Name, methods, key)
+			if len(series) == 0 {
 				continue
 			}
-			steps := make([]int, 0, len(sum))
-			for st := range sum {
-				steps = append(steps, st)
+			dir := filepath.Join(c.Out, "plots")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, err
 			}
-			sort.Ints(steps)
-			ser := plot.Series{Label: m}
-			for _, st := range steps {
-				ser.X = append(ser.X, float64(st))
-				ser.Y = append(ser.Y, sum[st]/float64(n[st]))
+			name := curveFile(s.Name, ag.Name, key)
+			for _, ext := range []string{"png", "svg"} {
+				title := fmt.Sprintf("%s: %s (%s)", s.Name, ag.Name, strings.TrimPrefix(key, "eval/"))
+				if err := plot.Curves(series, title, "step", strings.TrimPrefix(key, "eval/"), filepath.Join(dir, name+"."+ext)); err != nil {
+					return nil, err
+				}
 			}
-			series = append(series, ser)
+			files = append(files, name)
 		}
-		if len(series) == 0 {
-			continue
-		}
-		dir := filepath.Join(c.Out, "plots")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return err
-		}
-		for _, ext := range []string{"png", "svg"} {
-			path := filepath.Join(dir, fmt.Sprintf("%s_%s.%s", s.Name, ag.Name, ext))
-			title := fmt.Sprintf("%s: %s (%s)", s.Name, ag.Name, strings.TrimPrefix(key, "eval/"))
-			if err := plot.Curves(series, title, "step", strings.TrimPrefix(key, "eval/"), path); err != nil {
-				return err
-			}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return ctx.Err()
+	return files, nil
+}
+
+// curveSeries is one line per method: key at every evaluated step, the mean
+// over the seeds that have it.
+func curveSeries(results []CellResult, setting, agent string, methods []string, key string) []plot.Series {
+	var series []plot.Series
+	for _, m := range methods {
+		sum := map[int]float64{}
+		n := map[int]int{}
+		for _, r := range results {
+			if r.Setting != setting || r.Method != m || r.Agents[agent] == nil {
+				continue
+			}
+			for step, ev := range r.Agents[agent].Curve {
+				if v, ok := ev[key]; ok {
+					sum[step] += v
+					n[step]++
+				}
+			}
+		}
+		if len(sum) == 0 {
+			continue
+		}
+		steps := make([]int, 0, len(sum))
+		for st := range sum {
+			steps = append(steps, st)
+		}
+		sort.Ints(steps)
+		ser := plot.Series{Label: m}
+		for _, st := range steps {
+			ser.X = append(ser.X, float64(st))
+			ser.Y = append(ser.Y, sum[st]/float64(n[st]))
+		}
+		series = append(series, ser)
+	}
+	return series
 }
 
 // A comparison is one of the paper's claims as a difference of two methods'
@@ -582,4 +619,100 @@ func writeClaims(b *strings.Builder, results []CellResult, c *Config, keys []str
 		}
 		b.WriteString("\n")
 	}
+}
+
+// t975 are Student's t quantiles at 0.975 for 1 to 30 degrees of freedom.
+var t975 = [...]float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+	2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+	2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042}
+
+// tQuantile975 is Student's t quantile at 0.975 for df degrees of freedom:
+// the table up to 30, then the Cornish–Fisher expansion around the normal
+// quantile (within 1e-4 there).
+func tQuantile975(df int) float64 {
+	if df <= len(t975) {
+		return t975[df-1]
+	}
+	const z = 1.959964
+	n := float64(df)
+	return z + (z*z*z+z)/(4*n) + (5*z*z*z*z*z+16*z*z*z+3*z)/(96*n*n)
+}
+
+// ci95 is the 95% confidence interval of the mean of paired differences d
+// (Student's t, seeds as the sample); ok is false with fewer than two.
+func ci95(d []float64) (lo, hi float64, ok bool) {
+	s := summarize(d)
+	if s.n < 2 {
+		return 0, 0, false
+	}
+	h := tQuantile975(s.n-1) * s.std / math.Sqrt(float64(s.n))
+	return s.mean - h, s.mean + h, true
+}
+
+// ciCell formats paired differences as mean [95% CI] (seeds).
+func ciCell(d []float64) string {
+	lo, hi, ok := ci95(d)
+	if !ok {
+		return "–"
+	}
+	return fmt.Sprintf("%+.3f [%+.3f, %+.3f] (%d)", summarize(d).mean, lo, hi, len(d))
+}
+
+// writeEffects writes, per comparison and key, the 95% confidence interval
+// of the paired difference averaged over all agents, and the agents whose own
+// interval lies above or below zero: which effects the seeds resolve.
+func writeEffects(b *strings.Builder, results []CellResult, c *Config, keys []string) {
+	b.WriteString("## Effect sizes: 95% confidence intervals over seeds\n\n")
+	b.WriteString("Each comparison's paired difference (as in the claims tables) as mean [95% confidence interval] ")
+	b.WriteString("(seeds), with Student's t over seeds; \"all agents\" averages within a seed first. ")
+	b.WriteString("The last two columns name the agents whose own interval lies wholly above or below zero.\n\n")
+	b.WriteString("| comparison | key | all agents | above 0 | below 0 |\n|---|---|---|---|---|\n")
+	type pair struct {
+		a, b     string
+		settings []Setting
+	}
+	var pairs []pair
+	for _, cl := range c.claims() {
+		pairs = append(pairs, pair{cl.a, cl.b, c.Settings})
+	}
+	if a := c.Ablations; a != nil {
+		for _, s := range c.Settings {
+			if s.Name == a.Setting {
+				for _, v := range a.Variants {
+					pairs = append(pairs, pair{v.Name, "hacpo", []Setting{s}})
+				}
+			}
+		}
+	}
+	for _, p := range pairs {
+		for _, k := range keys {
+			sum, count := map[int64]float64{}, map[int64]int{}
+			agents := 0
+			var above, below []string
+			for _, s := range p.settings {
+				for _, ag := range s.Agents {
+					seeds, d := pairedDiffs(results, s.Name, ag.Name, p.a, p.b, k)
+					agents++
+					for i, x := range d {
+						sum[seeds[i]] += x
+						count[seeds[i]]++
+					}
+					if lo, hi, ok := ci95(d); ok && lo > 0 {
+						above = append(above, s.Name+"/"+ag.Name)
+					} else if ok && hi < 0 {
+						below = append(below, s.Name+"/"+ag.Name)
+					}
+				}
+			}
+			var all []float64
+			for _, seed := range c.Seeds {
+				if count[seed] == agents {
+					all = append(all, sum[seed]/float64(agents))
+				}
+			}
+			fmt.Fprintf(b, "| %s − %s | %s | %s | %s | %s |\n", p.a, p.b, strings.TrimPrefix(k, "eval/"), ciCell(all),
+				strings.Join(above, ", "), strings.Join(below, ", "))
+		}
+	}
+	b.WriteString("\n")
 }

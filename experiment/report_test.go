@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -119,5 +120,56 @@ func TestMethodVariants(t *testing.T) {
 	c.MethodVariants = append(c.MethodVariants, Variant{Name: "gspo"})
 	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `method_variants[1].name: "gspo"`) {
 		t.Errorf("a variant named like a method: %v", err)
+	}
+}
+
+func TestCI95(t *testing.T) {
+	for _, tc := range []struct {
+		d      []float64
+		lo, hi float64
+		ok     bool
+	}{
+		{nil, 0, 0, false},
+		{[]float64{0.1}, 0, 0, false},
+		{[]float64{0.1, 0.2, 0.3}, 0.2 - 4.303*0.1/math.Sqrt(3), 0.2 + 4.303*0.1/math.Sqrt(3), true},
+		{[]float64{0.02, 0.02, 0.02, 0.02, 0.02}, 0.02, 0.02, true}, // no spread: the interval is the point
+	} {
+		lo, hi, ok := ci95(tc.d)
+		if ok != tc.ok || math.Abs(lo-tc.lo) > 1e-9 || math.Abs(hi-tc.hi) > 1e-9 {
+			t.Errorf("ci95(%v) = [%v, %v] %v, want [%v, %v] %v", tc.d, lo, hi, ok, tc.lo, tc.hi, tc.ok)
+		}
+	}
+	// Past the table, the expansion meets the exact quantiles (R's qt(0.975, df)).
+	for df, want := range map[int]float64{31: 2.039513, 40: 2.021075, 60: 2.000298, 120: 1.979930} {
+		if got := tQuantile975(df); math.Abs(got-want) > 2e-4 {
+			t.Errorf("tQuantile975(%d) = %.6f, want %.6f", df, got, want)
+		}
+	}
+}
+
+func TestWriteEffects(t *testing.T) {
+	c := &Config{Seeds: []int64{1, 2, 3}, Settings: []Setting{
+		{Name: "size", Agents: []config.Agent{{Name: "small"}, {Name: "large"}}},
+	}}
+	var results []CellResult
+	for seed, gain := range map[int64][2]float64{1: {0.10, -0.10}, 2: {0.12, -0.08}, 3: {0.08, 0.05}} {
+		results = append(results,
+			cellFor("size", "hacpo", seed, "small", 0.2, 0.2+gain[0]),
+			cellFor("size", "hacpo", seed, "large", 0.4, 0.4+gain[1]))
+	}
+	var b strings.Builder
+	writeEffects(&b, results, c, []string{"eval/test/greedy_acc"})
+	row := ""
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "| hacpo − initial |") {
+			row = l
+		}
+	}
+	// small: +0.10 ± 0.02, wholly above 0; large: −0.043 ± 0.084, unresolved.
+	// All agents per seed: 0, +0.02, +0.065.
+	lo, hi, _ := ci95([]float64{0, 0.02, 0.065})
+	want := fmt.Sprintf("| hacpo − initial | test/greedy_acc | +0.028 [%+.3f, %+.3f] (3) | size/small |  |", lo, hi)
+	if row != want {
+		t.Errorf("effects row:\n got %s\nwant %s\n%s", row, want, b.String())
 	}
 }

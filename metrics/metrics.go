@@ -14,9 +14,11 @@ package metrics
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math"
 	"os"
@@ -298,12 +300,23 @@ func WriteFile(path string, recs []Record) error {
 	return nil
 }
 
-// ReadFile reads every record of a JSONL metrics file. A null value reads as
-// NaN. Errors name the line at fault.
+// ReadFile reads every record of a JSONL metrics file, plain or gzipped
+// (told apart by gzip's magic bytes, so an archived metrics.jsonl.gz reads
+// like the file it holds). A null value reads as NaN. Errors name the line at
+// fault.
 func ReadFile(path string) ([]Record, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if bytes.HasPrefix(data, gzipMagic) {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("metrics: %s: %w", path, err)
+		}
+		if data, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("metrics: %s: %w", path, err)
+		}
 	}
 	var recs []Record
 	for i, line := range bytes.SplitAfter(data, []byte("\n")) {
@@ -317,6 +330,34 @@ func ReadFile(path string) ([]Record, error) {
 		recs = append(recs, rec)
 	}
 	return recs, nil
+}
+
+// gzipMagic starts every gzip stream (RFC 1952); a JSONL file starts with '{'.
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// WriteGzip writes the JSONL metrics file src gzipped at dst, atomically and
+// byte for byte the same for the same input (no name or time in the gzip
+// header), so that an archive of a run's metrics changes only when they do.
+func WriteGzip(dst, src string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	var b bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	if err != nil {
+		return err
+	}
+	if _, err := zw.Write(data); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(dst, b.Bytes()); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	return nil
 }
 
 // parseLine decodes one JSONL line.

@@ -270,3 +270,45 @@ func TestWriteCSV(t *testing.T) {
 		t.Errorf("CSV:\n got %q\nwant %q", buf.String(), want)
 	}
 }
+
+func TestWriteGzipReadsBack(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, FileName)
+	recs := []Record{
+		{Step: 0, Agent: "a", Time: 1, Values: map[string]float64{"eval/test/greedy_acc": 0.25}},
+		{Step: 1, Agent: "b", Time: 2, Values: map[string]float64{"reward/mean": 0.5, "omega/a": math.NaN()}},
+	}
+	if err := WriteFile(src, recs); err != nil {
+		t.Fatal(err)
+	}
+	gz := filepath.Join(dir, "archived.jsonl.gz")
+	if err := WriteGzip(gz, src); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFile(gz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != 2 || back[0].Values["eval/test/greedy_acc"] != 0.25 || !math.IsNaN(back[1].Values["omega/a"]) ||
+		back[1].Agent != "b" || len(plain) != len(back) {
+		t.Errorf("gzipped metrics read back as %+v, want %+v", back, plain)
+	}
+	// The same input gives the same bytes: an archive churns only with its data.
+	first, _ := os.ReadFile(gz)
+	if err := WriteGzip(gz, src); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := os.ReadFile(gz); !bytes.Equal(first, again) {
+		t.Error("WriteGzip of the same file gave different bytes")
+	}
+	// A cut-off archive is an error naming the file, not a short read.
+	cut := filepath.Join(dir, "cut.jsonl.gz")
+	os.WriteFile(cut, first[:len(first)-6], 0o644)
+	if _, err := ReadFile(cut); err == nil || !strings.Contains(err.Error(), cut) {
+		t.Errorf("truncated gzip: error = %v, want one naming %s", err, cut)
+	}
+}

@@ -11,6 +11,7 @@ import (
 func experimentCmd() *cobra.Command {
 	var parallel int
 	var reportOnly bool
+	var out, archive string
 	cmd := &cobra.Command{
 		Use:   "experiment CONFIG",
 		Short: "Run a grid of settings × methods × seeds (+ ablations) and write the report",
@@ -20,7 +21,14 @@ ablation variants on one setting — as hacrl train runs in OUT/cells, one after
 another or --parallel at a time. A half-finished grid resumes where it
 stopped. At the end it writes OUT/results.json, OUT/report.md (Table 1 per
 setting, ablation tables, rollout cost, per-step diagnostics) and learning
-curves in OUT/plots. --report-only rebuilds the report from finished cells.`,
+curves in OUT/plots. --report-only rebuilds the report from finished cells.
+
+--archive DIR copies what the report needs of every finished cell (its
+done.json, cell.yaml and gzipped metrics, without weights) into DIR, laid
+out like OUT: a whole grid's record in a few megabytes, to keep beside the
+report. With --out DIR the report is rebuilt from such an archive
+(--report-only), or the grid goes on there, training only the cells it
+lacks.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := experiment.Load(args[0])
@@ -29,6 +37,9 @@ curves in OUT/plots. --report-only rebuilds the report from finished cells.`,
 			}
 			if cmd.Flags().Changed("parallel") {
 				c.Parallel = parallel
+			}
+			if out != "" {
+				c.Out = out
 			}
 			t0 := time.Now()
 			if !reportOnly {
@@ -41,6 +52,13 @@ curves in OUT/plots. --report-only rebuilds the report from finished cells.`,
 			if err != nil {
 				return err
 			}
+			if archive != "" {
+				n, err := experiment.Archive(c, archive)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "archived %d finished cells of %d in %s\n", n, len(c.Cells()), archive)
+			}
 			md, err := experiment.Report(cmd.Context(), c, results)
 			if err != nil {
 				return err
@@ -52,5 +70,7 @@ curves in OUT/plots. --report-only rebuilds the report from finished cells.`,
 	}
 	cmd.Flags().IntVar(&parallel, "parallel", 1, "cells trained at once (separate processes)")
 	cmd.Flags().BoolVar(&reportOnly, "report-only", false, "only rebuild the report from finished cells")
+	cmd.Flags().StringVar(&out, "out", "", "the grid's directory (default: the config's out)")
+	cmd.Flags().StringVar(&archive, "archive", "", "copy every finished cell's done.json, cell.yaml and gzipped metrics into this directory")
 	return cmd
 }

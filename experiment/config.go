@@ -8,7 +8,15 @@
 // directory, started as a child process of the running binary. A cell is
 // finished when its done.json exists; an unfinished cell is resumed from its
 // latest checkpoint, so a grid interrupted at any moment picks up where it
-// stopped. Cells run one after another or in parallel processes.
+// stopped. Cells run one after another or in parallel processes, which share
+// the cores between them.
+//
+// Archive keeps a grid's record without its weights: each finished cell's
+// metrics (gzipped), done.json and cell.yaml, laid out like the grid's own
+// directory, so that the report can be rebuilt from the archive and a grid
+// run over it trains only the cells it lacks. The report's statistics are
+// paired by seed: the difference of two methods for the same agent and seed,
+// its mean ± std and a Student's t 95% confidence interval over seeds.
 package experiment
 
 import (

@@ -524,6 +524,34 @@ func pairedDiffs(results []CellResult, setting, agent, a, b, key string) (seeds 
 	return seeds, d
 }
 
+// agentDiff is one agent's paired differences, in seed order.
+type agentDiff struct {
+	name  string // setting/agent
+	diffs []float64
+}
+
+// agentDiffs is pairedDiffs for every agent of settings, and their mean per
+// seed over all those agents: each seed of seeds that has every agent.
+func agentDiffs(results []CellResult, settings []Setting, seeds []int64, a, b, key string) (per []agentDiff, all []float64) {
+	sum, count := map[int64]float64{}, map[int64]int{}
+	for _, s := range settings {
+		for _, ag := range s.Agents {
+			ss, d := pairedDiffs(results, s.Name, ag.Name, a, b, key)
+			per = append(per, agentDiff{s.Name + "/" + ag.Name, d})
+			for i, x := range d {
+				sum[ss[i]] += x
+				count[ss[i]]++
+			}
+		}
+	}
+	for _, seed := range seeds {
+		if count[seed] == len(per) {
+			all = append(all, sum[seed]/float64(len(per)))
+		}
+	}
+	return per, all
+}
+
 // diffCell formats paired differences as mean ± std over seeds and how many
 // seeds came out positive.
 func diffCell(d []float64) string {
@@ -567,24 +595,9 @@ func writeClaims(b *strings.Builder, results []CellResult, c *Config, keys []str
 		b.WriteString("---|\n")
 		for _, cl := range c.claims() {
 			fmt.Fprintf(b, "| %s | %s − %s |", cl.claim, cl.a, cl.b)
-			sum, count := map[int64]float64{}, map[int64]int{}
-			agents := 0
-			for _, s := range c.Settings {
-				for _, ag := range s.Agents {
-					seeds, d := pairedDiffs(results, s.Name, ag.Name, cl.a, cl.b, k)
-					fmt.Fprintf(b, " %s |", diffCell(d))
-					agents++
-					for i, x := range d {
-						sum[seeds[i]] += x
-						count[seeds[i]]++
-					}
-				}
-			}
-			var all []float64 // seeds that have every agent
-			for _, seed := range c.Seeds {
-				if count[seed] == agents {
-					all = append(all, sum[seed]/float64(agents))
-				}
+			per, all := agentDiffs(results, c.Settings, c.Seeds, cl.a, cl.b, k)
+			for _, d := range per {
+				fmt.Fprintf(b, " %s |", diffCell(d.diffs))
 			}
 			fmt.Fprintf(b, " %s |\n", diffCell(all))
 		}
@@ -686,28 +699,13 @@ func writeEffects(b *strings.Builder, results []CellResult, c *Config, keys []st
 	}
 	for _, p := range pairs {
 		for _, k := range keys {
-			sum, count := map[int64]float64{}, map[int64]int{}
-			agents := 0
+			per, all := agentDiffs(results, p.settings, c.Seeds, p.a, p.b, k)
 			var above, below []string
-			for _, s := range p.settings {
-				for _, ag := range s.Agents {
-					seeds, d := pairedDiffs(results, s.Name, ag.Name, p.a, p.b, k)
-					agents++
-					for i, x := range d {
-						sum[seeds[i]] += x
-						count[seeds[i]]++
-					}
-					if lo, hi, ok := ci95(d); ok && lo > 0 {
-						above = append(above, s.Name+"/"+ag.Name)
-					} else if ok && hi < 0 {
-						below = append(below, s.Name+"/"+ag.Name)
-					}
-				}
-			}
-			var all []float64
-			for _, seed := range c.Seeds {
-				if count[seed] == agents {
-					all = append(all, sum[seed]/float64(agents))
+			for _, d := range per {
+				if lo, hi, ok := ci95(d.diffs); ok && lo > 0 {
+					above = append(above, d.name)
+				} else if ok && hi < 0 {
+					below = append(below, d.name)
 				}
 			}
 			fmt.Fprintf(b, "| %s − %s | %s | %s | %s | %s |\n", p.a, p.b, strings.TrimPrefix(k, "eval/"), ciCell(all),

@@ -151,6 +151,12 @@ type Method struct {
 	// batch.mini_batch and each step's sequences must be multiples of 8. See
 	// hacpo/doc.go, decisions 23–26.
 	Semantics string `yaml:"semantics,omitempty" json:"semantics,omitempty" derived:"v1"`
+	// ResponsesMultiplier (≥ 1) makes each agent sample this many times
+	// batch.responses_per_prompt responses per prompt: GSPO×n, the
+	// single-agent baseline that trains on as many sequences per step as
+	// n-agent HACPO (method: {name: gspo2x, responses_multiplier: 3} for
+	// three agents).
+	ResponsesMultiplier *int `yaml:"responses_multiplier,omitempty" json:"responses_multiplier,omitempty" derived:"2 for gspo2x, else 1"`
 }
 
 // Task names a generated task and its options. Options left out take the
@@ -998,6 +1004,9 @@ func (c *Config) validate(lines map[string]int) error {
 	case "all", "positive":
 	default:
 		bad("method.cross_advantage", "must be all or positive, got %q", c.Method.CrossAdvantage)
+	}
+	if m := c.Method.ResponsesMultiplier; m != nil && *m < 1 {
+		bad("method.responses_multiplier", "must be >= 1, got %d", *m)
 	}
 	switch c.Method.Semantics {
 	case "", "v1":

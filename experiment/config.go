@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/hacrl/hacrl/config"
@@ -62,10 +63,38 @@ type Ablations struct {
 	Variants []Variant `yaml:"variants"`
 }
 
-// Variant is one ablation: a name and a method section.
+// Variant is one ablation or method variant: a name and a method section.
 type Variant struct {
 	Name   string        `yaml:"name"`
 	Method config.Method `yaml:"method"`
+	// Settings, for a method variant, are the settings it runs on (default:
+	// all), e.g. GSPO×3 only where three agents train together.
+	Settings []string `yaml:"settings"`
+}
+
+// runsOn reports whether method m (a method, a variant's name, or
+// "initial") has cells on setting s.
+func (c *Config) runsOn(s, m string) bool {
+	methods := c.Methods
+	if len(methods) == 0 {
+		methods = DefaultMethods // as Load fills them in
+	}
+	if m == "initial" || slices.Contains(methods, m) {
+		return true
+	}
+	for _, v := range c.MethodVariants {
+		if v.Name == m {
+			return len(v.Settings) == 0 || slices.Contains(v.Settings, s)
+		}
+	}
+	if a := c.Ablations; a != nil && a.Setting == s {
+		for _, v := range a.Variants {
+			if v.Name == m {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MainMethods are the methods and method variants every setting runs, in
@@ -144,9 +173,21 @@ func (c *Config) validate() error {
 			bad("method_variants[%d].name: %q: required, without '/' or spaces, and not a method's name or used twice", i, v.Name)
 		}
 		methods[v.Name] = true
+		for _, name := range v.Settings {
+			if !names[name] {
+				bad("method_variants[%d].settings: %q is not one of the settings", i, name)
+			}
+		}
 	}
-	if a := c.Ablations; a != nil && !names[a.Setting] {
-		bad("ablations.setting: %q is not one of the settings", a.Setting)
+	if a := c.Ablations; a != nil {
+		if !names[a.Setting] {
+			bad("ablations.setting: %q is not one of the settings", a.Setting)
+		}
+		for i, v := range a.Variants {
+			if len(v.Settings) > 0 {
+				bad("ablations.variants[%d].settings: an ablation runs on ablations.setting only", i)
+			}
+		}
 	}
 	// Every cell's config must be valid: build them all now.
 	for _, cell := range c.Cells() {
@@ -181,6 +222,9 @@ func (c *Config) Cells() []Cell {
 		}
 		for i := range c.MethodVariants {
 			v := &c.MethodVariants[i]
+			if !c.runsOn(s.Name, v.Name) {
+				continue
+			}
 			for _, seed := range c.Seeds {
 				out = append(out, Cell{Setting: s.Name, Method: v.Name, Seed: seed, Variant: v})
 			}

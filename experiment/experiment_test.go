@@ -4,14 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hacrl/hacrl/task"
 	"github.com/hacrl/hacrl/tokenizer"
@@ -124,6 +127,7 @@ ablations:
 		}
 	}
 	checkArchive(t, r, c, results)
+	checkInterrupt(t, bin, src)
 	md, err := Report(context.Background(), c, results)
 	if err != nil {
 		t.Fatal(err)
@@ -241,6 +245,60 @@ func TestChildEnv(t *testing.T) {
 		}
 		if !slices.Equal(got[:len(base)], base) {
 			t.Errorf("childEnv dropped the grid's environment: %v", got)
+		}
+	}
+}
+
+// checkInterrupt stops a grid of long cells while its first cell trains: the
+// cell is reported interrupted (not failed) and resumable, and no other cell
+// starts.
+func checkInterrupt(t *testing.T, bin, src string) {
+	t.Helper()
+	dir := t.TempDir()
+	long := strings.Replace(strings.Replace(src, "steps: 2\n", "steps: 100000\n", 1), "eval: {every: 1,", "checkpoint: {every: 1}\n  eval: {every: 100000,", 1)
+	long = regexp.MustCompile(`(?m)^out: .*$`).ReplaceAllString(long, "out: "+filepath.Join(dir, "grid"))
+	path := filepath.Join(dir, "long.yaml")
+	if err := os.WriteFile(path, []byte(long), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Parallel = 1
+	first := c.Cells()[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // cancel once the first cell has checkpointed a step
+		for ctx.Err() == nil {
+			if m, _ := filepath.Glob(filepath.Join(c.Dir(first), "checkpoints", "step-*")); len(m) > 0 {
+				cancel()
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var log bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- (&Runner{Binary: bin, Log: &log}).Run(ctx, c) }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		cancel()
+		t.Fatalf("the grid did not stop within 2 minutes of starting:\n%s", log.String())
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Run after an interrupt = %v, want context.Canceled\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), first.ID()+" interrupted") || strings.Contains(log.String(), "FAILED") {
+		t.Errorf("interrupt log:\n%s", log.String())
+	}
+	if c.Done(first) {
+		t.Errorf("an interrupted cell counts as done")
+	}
+	for _, cell := range c.Cells()[1:] {
+		if _, err := os.Stat(c.Dir(cell)); !os.IsNotExist(err) {
+			t.Errorf("cell %s started after the interrupt (%v)", cell.ID(), err)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/internal/atomicfile"
 	"github.com/hacrl/hacrl/plot"
 )
@@ -111,12 +112,15 @@ func Collect(c *Config) ([]CellResult, error) {
 }
 
 func responsesPerStep(c *Config, cell Cell) int {
-	mult := 1
-	m := cell.Method
+	m := config.Method{Name: cell.Method}
 	if cell.Variant != nil {
-		m = cell.Variant.Method.Name
+		m = cell.Variant.Method
 	}
-	if m == "gspo2x" {
+	mult := 1
+	switch {
+	case m.ResponsesMultiplier != nil:
+		mult = *m.ResponsesMultiplier
+	case m.Name == "gspo2x":
 		mult = 2
 	}
 	return c.Run.Batch.PromptsPerStep * c.Run.Batch.ResponsesPerPrompt * mult
@@ -469,17 +473,20 @@ var claims = []comparison{
 }
 
 // claims are the paper's claims, then each method variant against the
-// method it varies (and, for a variant of HACPO, the claims about HACPO).
+// method it varies; a variant of HACPO also meets what HACPO is claimed to
+// beat, and a variant of a baseline meets HACPO (e.g. GSPO×3 as GSPO×2 for
+// three agents).
 func (c *Config) claims() []comparison {
 	out := append([]comparison(nil), claims...)
 	for _, v := range c.MethodVariants {
 		base := v.Method.Name
 		out = append(out, comparison{v.Name, base, v.Name + " against " + base})
-		if base == "hacpo" {
-			for _, cl := range claims {
-				if cl.a == "hacpo" {
-					out = append(out, comparison{v.Name, cl.b, strings.Replace(cl.claim, "HACPO", v.Name, 1)})
-				}
+		for _, cl := range claims {
+			switch {
+			case base == "hacpo" && cl.a == "hacpo":
+				out = append(out, comparison{v.Name, cl.b, strings.Replace(cl.claim, "HACPO", v.Name, 1)})
+			case cl.b == base && cl.a == "hacpo":
+				out = append(out, comparison{cl.a, v.Name, "HACPO against " + v.Name})
 			}
 		}
 	}
@@ -531,22 +538,29 @@ type agentDiff struct {
 }
 
 // agentDiffs is pairedDiffs for every agent of settings, and their mean per
-// seed over all those agents: each seed of seeds that has every agent.
-func agentDiffs(results []CellResult, settings []Setting, seeds []int64, a, b, key string) (per []agentDiff, all []float64) {
+// seed over all the agents of the settings where both methods run: each seed
+// of c.Seeds that has every one of them.
+func (c *Config) agentDiffs(results []CellResult, settings []Setting, a, b, key string) (per []agentDiff, all []float64) {
 	sum, count := map[int64]float64{}, map[int64]int{}
+	agents := 0
 	for _, s := range settings {
+		both := c.runsOn(s.Name, a) && c.runsOn(s.Name, b)
 		for _, ag := range s.Agents {
 			ss, d := pairedDiffs(results, s.Name, ag.Name, a, b, key)
 			per = append(per, agentDiff{s.Name + "/" + ag.Name, d})
+			if !both {
+				continue
+			}
+			agents++
 			for i, x := range d {
 				sum[ss[i]] += x
 				count[ss[i]]++
 			}
 		}
 	}
-	for _, seed := range seeds {
-		if count[seed] == len(per) {
-			all = append(all, sum[seed]/float64(len(per)))
+	for _, seed := range c.Seeds {
+		if agents > 0 && count[seed] == agents {
+			all = append(all, sum[seed]/float64(agents))
 		}
 	}
 	return per, all
@@ -572,13 +586,13 @@ func diffCell(d []float64) string {
 }
 
 // writeClaims writes the paper's claims as paired differences per agent and
-// key, and the same averaged over all agents of all settings per seed; then,
-// for the ablation setting, each variant minus full HACPO.
+// key, and the same averaged per seed over all agents of the settings where
+// both run; then, for the ablation setting, each variant minus full HACPO.
 func writeClaims(b *strings.Builder, results []CellResult, c *Config, keys []string) {
 	b.WriteString("## The paper's claims, paired by seed\n\n")
 	b.WriteString("Each entry: final accuracy of the first method minus the second for the same agent and seed, ")
 	b.WriteString("mean ± std over seeds, and (seeds with a positive difference / seeds). ")
-	b.WriteString("\"all agents\" averages the difference over every agent of every setting within a seed first.\n\n")
+	b.WriteString("\"all agents\" averages the difference over every agent of every setting where both methods run, within a seed first.\n\n")
 	for _, k := range keys {
 		fmt.Fprintf(b, "### %s\n\n| claim | comparison |", strings.TrimPrefix(k, "eval/"))
 		for _, s := range c.Settings {
@@ -595,7 +609,7 @@ func writeClaims(b *strings.Builder, results []CellResult, c *Config, keys []str
 		b.WriteString("---|\n")
 		for _, cl := range c.claims() {
 			fmt.Fprintf(b, "| %s | %s − %s |", cl.claim, cl.a, cl.b)
-			per, all := agentDiffs(results, c.Settings, c.Seeds, cl.a, cl.b, k)
+			per, all := c.agentDiffs(results, c.Settings, cl.a, cl.b, k)
 			for _, d := range per {
 				fmt.Fprintf(b, " %s |", diffCell(d.diffs))
 			}
@@ -699,7 +713,7 @@ func writeEffects(b *strings.Builder, results []CellResult, c *Config, keys []st
 	}
 	for _, p := range pairs {
 		for _, k := range keys {
-			per, all := agentDiffs(results, p.settings, c.Seeds, p.a, p.b, k)
+			per, all := c.agentDiffs(results, p.settings, p.a, p.b, k)
 			var above, below []string
 			for _, d := range per {
 				if lo, hi, ok := ci95(d.diffs); ok && lo > 0 {

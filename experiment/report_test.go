@@ -173,3 +173,58 @@ func TestWriteEffects(t *testing.T) {
 		t.Errorf("effects row:\n got %s\nwant %s\n%s", row, want, b.String())
 	}
 }
+
+// A method variant restricted to some settings runs only there, meets HACPO
+// when it varies a baseline, and its "all agents" averages only the agents of
+// those settings.
+func TestVariantOnSomeSettings(t *testing.T) {
+	three := 3
+	c := &Config{Seeds: []int64{1, 2}, Methods: []string{"gspo2x", "hacpo"},
+		MethodVariants: []Variant{{Name: "gspo3x", Method: config.Method{Name: "gspo2x", ResponsesMultiplier: &three}, Settings: []string{"three"}}},
+		Settings: []Setting{
+			{Name: "pair", Agents: []config.Agent{{Name: "a"}, {Name: "b"}}},
+			{Name: "three", Agents: []config.Agent{{Name: "a"}, {Name: "b"}, {Name: "c"}}},
+		}}
+	c.Run.Batch.PromptsPerStep, c.Run.Batch.ResponsesPerPrompt = 4, 2
+	var ids []string
+	for _, cell := range c.Cells() {
+		ids = append(ids, cell.ID())
+		if cell.Method == "gspo3x" {
+			if n := responsesPerStep(c, cell); n != 24 {
+				t.Errorf("%s: %d responses per step, want 4 × 2 × 3", cell.ID(), n)
+			}
+		}
+	}
+	if want := []string{"pair/gspo2x/seed1", "pair/gspo2x/seed2", "pair/hacpo/seed1", "pair/hacpo/seed2",
+		"three/gspo2x/seed1", "three/gspo2x/seed2", "three/hacpo/seed1", "three/hacpo/seed2", "three/gspo3x/seed1", "three/gspo3x/seed2"}; !slices.Equal(ids, want) {
+		t.Errorf("cells %v\nwant %v", ids, want)
+	}
+	var got []string
+	for _, cl := range c.claims()[len(claims):] {
+		got = append(got, cl.a+"−"+cl.b)
+	}
+	if want := []string{"gspo3x−gspo2x", "hacpo−gspo3x"}; !slices.Equal(got, want) {
+		t.Errorf("variant claims %v, want %v", got, want)
+	}
+	var results []CellResult
+	for _, seed := range c.Seeds {
+		for _, s := range c.Settings {
+			for _, ag := range s.Agents {
+				results = append(results, cellFor(s.Name, "hacpo", seed, ag.Name, 0.2, 0.5))
+				if s.Name == "three" {
+					results = append(results, cellFor(s.Name, "gspo3x", seed, ag.Name, 0.2, 0.4))
+				}
+			}
+		}
+	}
+	// hacpo − gspo3x is +0.1 for each of three's agents; pair has no gspo3x
+	// and does not count.
+	per, all := c.agentDiffs(results, c.Settings, "hacpo", "gspo3x", "eval/test/greedy_acc")
+	if len(per) != 5 || len(per[0].diffs) != 0 || len(per[2].diffs) != 2 || len(all) != 2 || math.Abs(all[0]-0.1) > 1e-12 {
+		t.Errorf("agentDiffs: per %+v, all %v; want three's agents at +0.1 and all agents +0.1 in both seeds", per, all)
+	}
+	c.MethodVariants[0].Settings = []string{"four"}
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `method_variants[0].settings: "four" is not one of the settings`) {
+		t.Errorf("a variant on an unknown setting: %v", err)
+	}
+}

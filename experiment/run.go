@@ -79,17 +79,23 @@ func (r *Runner) Run(ctx context.Context, c *Config) error {
 		go func() {
 			defer wg.Done()
 			for cell := range jobs {
+				if ctx.Err() != nil {
+					continue // a stopped grid starts no more cells
+				}
 				t0 := time.Now()
 				err := r.runCell(ctx, c, bin, cell)
 				mu.Lock()
 				finished++
-				if err != nil && firstErr == nil {
+				if err != nil && firstErr == nil && ctx.Err() == nil {
 					firstErr = err
 				}
 				el := time.Since(start)
 				eta := time.Duration(float64(el) / float64(finished) * float64(len(todo)-finished))
 				status := "done"
-				if err != nil {
+				switch {
+				case err != nil && ctx.Err() != nil:
+					status = "interrupted (resumes from its last checkpoint)"
+				case err != nil:
 					status = "FAILED: " + err.Error()
 				}
 				fmt.Fprintf(r.Log, "[%d/%d] %s %s in %s · elapsed %s · ETA %s\n", finished, len(todo), cell.ID(), status,

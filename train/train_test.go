@@ -202,9 +202,16 @@ func TestEvalPromptsMustFit(t *testing.T) {
 // TestEveryMethodRunsAStep runs one real step of every preset on three
 // heterogeneous agents.
 func TestEveryMethodRunsAStep(t *testing.T) {
-	for _, m := range []string{"grpo", "gspo", "gspo2x", "naive", "no-adv", "no-omega", "no-stepwise", "no-cross-clip"} {
+	for _, m := range []string{"grpo", "gspo", "gspo2x", "gspo3x", "naive", "no-adv", "no-omega", "no-stepwise", "no-cross-clip"} {
 		t.Run(m, func(t *testing.T) {
-			cfg := tinyConfig(t, t.TempDir(), m, 1)
+			preset, mult := m, 0
+			if m == "gspo3x" { // GSPO×n for n = 3 agents: as many sequences per learner as 3-agent HACPO
+				preset, mult = "gspo2x", 3
+			}
+			cfg := tinyConfig(t, t.TempDir(), preset, 1)
+			if mult > 0 {
+				cfg.Method.ResponsesMultiplier = &mult
+			}
 			cfg.Eval.Sets = nil
 			run := mustTrain(t, cfg)
 			recs, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
@@ -217,12 +224,12 @@ func TestEveryMethodRunsAStep(t *testing.T) {
 				if r.Agent == "" {
 					continue
 				}
-				// 4 prompts × 2 responses (×2 for gspo2x) per agent, 8 per mini-batch.
+				// 4 prompts × 2 responses (×2 for gspo2x, ×3 for gspo3x) per agent, 8 per mini-batch.
 				want := 1.0
-				if shared {
+				switch {
+				case shared, m == "gspo3x":
 					want = 3
-				}
-				if m == "gspo2x" {
+				case m == "gspo2x":
 					want = 2
 				}
 				if r.Values["updates"] != want {

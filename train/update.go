@@ -297,6 +297,9 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	if m.NormalizeStd != nil {
 		s.NormalizeStd = *m.NormalizeStd
 	}
+	if m.ResponsesMultiplier != nil {
+		s.ResponsesMultiplier = *m.ResponsesMultiplier
+	}
 	s.CrossPositiveOnly = m.CrossAdvantage == "positive"
 	switch m.Capability {
 	case "accuracy":

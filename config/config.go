@@ -155,8 +155,8 @@ type Method struct {
 	// batch.responses_per_prompt responses per prompt: GSPO×n, the
 	// single-agent baseline that trains on as many sequences per step as
 	// n-agent HACPO (method: {name: gspo2x, responses_multiplier: 3} for
-	// three agents).
-	ResponsesMultiplier *int `yaml:"responses_multiplier,omitempty" json:"responses_multiplier,omitempty" derived:"2 for gspo2x, else 1"`
+	// three agents). 0 or absent: the preset's.
+	ResponsesMultiplier int `yaml:"responses_multiplier,omitempty" json:"responses_multiplier,omitempty" derived:"2 for gspo2x, else 1"`
 }
 
 // Task names a generated task and its options. Options left out take the
@@ -1005,8 +1005,8 @@ func (c *Config) validate(lines map[string]int) error {
 	default:
 		bad("method.cross_advantage", "must be all or positive, got %q", c.Method.CrossAdvantage)
 	}
-	if m := c.Method.ResponsesMultiplier; m != nil && *m < 1 {
-		bad("method.responses_multiplier", "must be >= 1, got %d", *m)
+	if m := c.Method.ResponsesMultiplier; m < 0 {
+		bad("method.responses_multiplier", "must be >= 1 (0 or absent: the preset's), got %d", m)
 	}
 	switch c.Method.Semantics {
 	case "", "v1":

@@ -92,7 +92,7 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"duplicate key", "steps: 10", "steps: 10\nsteps: 11", "steps (line 6): key given twice"},
 		{"eval problems for generated task", "problems: 50", "problems: 0", "eval.sets[0].problems (line 22): must be > 0"},
 		{"bad cross advantage", "alpha: 1.0}", "alpha: 1.0, cross_advantage: negative}", `method.cross_advantage (line 6): must be all or positive, got "negative"`},
-		{"bad responses multiplier", "alpha: 1.0}", "alpha: 1.0, responses_multiplier: 0}", `method.responses_multiplier (line 6): must be >= 1, got 0`},
+		{"bad responses multiplier", "alpha: 1.0}", "alpha: 1.0, responses_multiplier: -2}", `method.responses_multiplier (line 6): must be >= 1 (0 or absent: the preset's), got -2`},
 		{"bad semantics", "alpha: 1.0}", "alpha: 1.0, semantics: paper}", `method.semantics (line 6): must be v1 or original, got "paper"`},
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite (line 6): must be skip or stop, got "ignore"`},
 		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine (line 6): must be auto, native or graph, got "gpu"`},

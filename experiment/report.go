@@ -118,8 +118,8 @@ func responsesPerStep(c *Config, cell Cell) int {
 	}
 	mult := 1
 	switch {
-	case m.ResponsesMultiplier != nil:
-		mult = *m.ResponsesMultiplier
+	case m.ResponsesMultiplier > 0:
+		mult = m.ResponsesMultiplier
 	case m.Name == "gspo2x":
 		mult = 2
 	}

@@ -178,9 +178,8 @@ func TestWriteEffects(t *testing.T) {
 // when it varies a baseline, and its "all agents" averages only the agents of
 // those settings.
 func TestVariantOnSomeSettings(t *testing.T) {
-	three := 3
 	c := &Config{Seeds: []int64{1, 2}, Methods: []string{"gspo2x", "hacpo"},
-		MethodVariants: []Variant{{Name: "gspo3x", Method: config.Method{Name: "gspo2x", ResponsesMultiplier: &three}, Settings: []string{"three"}}},
+		MethodVariants: []Variant{{Name: "gspo3x", Method: config.Method{Name: "gspo2x", ResponsesMultiplier: 3}, Settings: []string{"three"}}},
 		Settings: []Setting{
 			{Name: "pair", Agents: []config.Agent{{Name: "a"}, {Name: "b"}}},
 			{Name: "three", Agents: []config.Agent{{Name: "a"}, {Name: "b"}, {Name: "c"}}},

@@ -209,9 +209,7 @@ func TestEveryMethodRunsAStep(t *testing.T) {
 				preset, mult = "gspo2x", 3
 			}
 			cfg := tinyConfig(t, t.TempDir(), preset, 1)
-			if mult > 0 {
-				cfg.Method.ResponsesMultiplier = &mult
-			}
+			cfg.Method.ResponsesMultiplier = mult
 			cfg.Eval.Sets = nil
 			run := mustTrain(t, cfg)
 			recs, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))

@@ -297,8 +297,8 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	if m.NormalizeStd != nil {
 		s.NormalizeStd = *m.NormalizeStd
 	}
-	if m.ResponsesMultiplier != nil {
-		s.ResponsesMultiplier = *m.ResponsesMultiplier
+	if m.ResponsesMultiplier > 0 {
+		s.ResponsesMultiplier = m.ResponsesMultiplier
 	}
 	s.CrossPositiveOnly = m.CrossAdvantage == "positive"
 	switch m.Capability {

@@ -25,8 +25,8 @@ curves in OUT/plots. --report-only rebuilds the report from finished cells.
 
 --archive DIR copies what the report needs of every finished cell (its
 done.json, cell.yaml and gzipped metrics, without weights) into DIR, laid
-out like OUT: a whole grid's record in a few megabytes, to keep beside the
-report. With --out DIR the report is rebuilt from such an archive
+out like OUT, and writes the report there too: a whole grid's record in a
+few megabytes, to keep beside the report. With --out DIR the report is rebuilt from such an archive
 (--report-only), or the grid goes on there, training only the cells it
 lacks.`,
 		Args: cobra.ExactArgs(1),
@@ -58,6 +58,12 @@ lacks.`,
 					return err
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "archived %d finished cells of %d in %s\n", n, len(c.Cells()), archive)
+				// The archive carries its report, as --out ARCHIVE --report-only rebuilds it.
+				ac := *c
+				ac.Out = archive
+				if _, err := experiment.Report(cmd.Context(), &ac, results); err != nil {
+					return err
+				}
 			}
 			md, err := experiment.Report(cmd.Context(), c, results)
 			if err != nil {

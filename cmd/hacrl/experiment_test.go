@@ -9,14 +9,21 @@ import (
 	"testing"
 )
 
-// TestExperimentArchive rebuilds the long grid's report from the archived
+// TestExperimentArchive rebuilds each long grid's report from the archived
 // cells under docs/results/long-grid, as its page says: the text equals the
 // committed report, and a grid directory archived again with --archive
 // carries the same report and reads back the same.
 func TestExperimentArchive(t *testing.T) {
+	for _, g := range []string{"long", "skills"} {
+		t.Run(g, func(t *testing.T) { checkArchivedGrid(t, g) })
+	}
+}
+
+func checkArchivedGrid(t *testing.T, g string) {
 	bin := hacrlBin(t)
 	repo := repoPath(t, ".")
-	archived := filepath.Join(repo, "docs", "results", "long-grid", "long")
+	config := "examples/experiment/grid-" + g + ".yaml"
+	archived := filepath.Join(repo, "docs", "results", "long-grid", g)
 	want, err := os.ReadFile(filepath.Join(archived, "report.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -29,13 +36,13 @@ func TestExperimentArchive(t *testing.T) {
 		t.Fatalf("cp: %v\n%s", err, out)
 	}
 	arch := filepath.Join(t.TempDir(), "archive")
-	r := run(t, bin, repo, "", nil, "experiment", "examples/experiment/grid-long.yaml", "--report-only", "--out", grid, "--archive", arch)
+	r := run(t, bin, repo, "", nil, "experiment", config, "--report-only", "--out", grid, "--archive", arch)
 	if r.code != 0 {
 		t.Fatalf("experiment --report-only --archive: exit %d\n%s", r.code, r.stderr)
 	}
 	if r.stdout != string(want) {
-		t.Errorf("the report rebuilt from docs/results/long-grid/long/cells differs from its report.md: rebuild it with\n"+
-			"  hacrl experiment examples/experiment/grid-long.yaml --report-only --out docs/results/long-grid/long\n%s", firstDiff(r.stdout, string(want)))
+		t.Errorf("the report rebuilt from docs/results/long-grid/%s/cells differs from its report.md: rebuild it with\n"+
+			"  hacrl experiment %s --report-only --out docs/results/long-grid/%s\n%s", g, config, g, firstDiff(r.stdout, string(want)))
 	}
 	for _, dir := range []string{grid, arch} {
 		got, err := os.ReadFile(filepath.Join(dir, "report.md"))
@@ -46,7 +53,7 @@ func TestExperimentArchive(t *testing.T) {
 	if !strings.Contains(r.stderr, "archived ") {
 		t.Errorf("stderr lacks the archive line:\n%s", r.stderr)
 	}
-	again := run(t, bin, repo, "", nil, "experiment", "examples/experiment/grid-long.yaml", "--report-only", "--out", arch)
+	again := run(t, bin, repo, "", nil, "experiment", config, "--report-only", "--out", arch)
 	if again.code != 0 || again.stdout != r.stdout {
 		t.Errorf("the report read back from the new archive differs (exit %d):\n%s", again.code, firstDiff(again.stdout, r.stdout))
 	}

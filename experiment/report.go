@@ -193,8 +193,14 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 	}
 	for _, s := range c.Settings {
 		fmt.Fprintf(&b, "## Setting: %s\n\n", s.Name)
-		writeTable(&b, results, s, c.MainMethods(), keys, true)
-		files, err := curves(ctx, c, results, s, c.MainMethods(), keys)
+		var methods []string // those with cells on this setting
+		for _, m := range c.MainMethods() {
+			if c.runsOn(s.Name, m) {
+				methods = append(methods, m)
+			}
+		}
+		writeTable(&b, results, s, methods, keys, true)
+		files, err := curves(ctx, c, results, s, methods, keys)
 		if err != nil {
 			return "", err
 		}

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -221,6 +222,15 @@ func TestVariantOnSomeSettings(t *testing.T) {
 	per, all := c.agentDiffs(results, c.Settings, "hacpo", "gspo3x", "eval/test/greedy_acc")
 	if len(per) != 5 || len(per[0].diffs) != 0 || len(per[2].diffs) != 2 || len(all) != 2 || math.Abs(all[0]-0.1) > 1e-12 {
 		t.Errorf("agentDiffs: per %+v, all %v; want three's agents at +0.1 and all agents +0.1 in both seeds", per, all)
+	}
+	md, err := Report(context.Background(), &Config{Out: t.TempDir(), Seeds: c.Seeds, Methods: c.Methods, MethodVariants: c.MethodVariants,
+		Settings: c.Settings, Run: c.Run}, results)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Agent a is in both settings: its gspo3x row only in three's table.
+	if strings.Count(md, "| a | gspo3x |") != 1 || !strings.Contains(md, "| c | gspo3x |") {
+		t.Errorf("gspo3x rows: want them in three's table only:\n%s", md)
 	}
 	c.MethodVariants[0].Settings = []string{"four"}
 	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `method_variants[0].settings: "four" is not one of the settings`) {

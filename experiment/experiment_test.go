@@ -134,7 +134,7 @@ ablations:
 	}
 	for _, want := range []string{"## Setting: size", "| small | initial |", "| large | hacpo |", "| large | gspo2x |",
 		"## Ablations on setting size", "| small | alpha-0 |", " ± ", "ratio/cross_mean", " omega |",
-		"## The paper's claims, paired by seed", "| hacpo − gspo2x |", "(plots/size_small_test_greedy_acc.png)",
+		"## The paper's claims, paired by seed", "| hacpo − gspo2x |", "(plots/size_small_test_greedy_acc.png)", "(plots/size_large_test_greedy_acc_ablations.png)",
 		"## Effect sizes: 95% confidence intervals over seeds", "| alpha-0 | test/greedy_acc |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)

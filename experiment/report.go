@@ -200,18 +200,9 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 			}
 		}
 		writeTable(&b, results, s, methods, keys, true)
-		files, err := curves(ctx, c, results, s, methods, keys)
-		if err != nil {
+		if err := writeCurves(ctx, &b, c, results, s, methods, keys, ""); err != nil {
 			return "", err
 		}
-		if len(files) > 0 {
-			b.WriteString("\nLearning curves (mean over seeds, one line per method):")
-			for _, f := range files {
-				fmt.Fprintf(&b, " [%s](plots/%s.png)", strings.TrimPrefix(f, s.Name+"_"), f)
-			}
-			b.WriteString("\n")
-		}
-		b.WriteString("\n")
 	}
 	if a := c.Ablations; a != nil {
 		fmt.Fprintf(&b, "## Ablations on setting %s\n\n", a.Setting)
@@ -223,9 +214,11 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 		for _, s := range c.Settings {
 			if s.Name == a.Setting {
 				writeTable(&b, results, s, methods, keys, false)
+				if err := writeCurves(ctx, &b, c, results, s, methods, keys, "_ablations"); err != nil {
+					return "", err
+				}
 			}
 		}
-		b.WriteString("\n")
 	}
 	writeClaims(&b, results, c, keys)
 	writeEffects(&b, results, c, keys)
@@ -380,8 +373,26 @@ func writeDiagnostics(b *strings.Builder, results []CellResult, c *Config) {
 var curveMetrics = []string{"greedy_acc", "avg@4"}
 
 // curveFile is the name of one learning-curve figure, without extension.
-func curveFile(setting, agent, key string) string {
-	return setting + "_" + agent + "_" + strings.NewReplacer("eval/", "", "/", "_", "@", "").Replace(key)
+func curveFile(setting, agent, key, suffix string) string {
+	return setting + "_" + agent + "_" + strings.NewReplacer("eval/", "", "/", "_", "@", "").Replace(key) + suffix
+}
+
+// writeCurves draws the curves of methods on setting s (files named with
+// suffix) and links them from the report.
+func writeCurves(ctx context.Context, b *strings.Builder, c *Config, results []CellResult, s Setting, methods, keys []string, suffix string) error {
+	files, err := curves(ctx, c, results, s, methods, keys, suffix)
+	if err != nil {
+		return err
+	}
+	if len(files) > 0 {
+		b.WriteString("\nLearning curves (mean over seeds, one line per method):")
+		for _, f := range files {
+			fmt.Fprintf(b, " [%s](plots/%s.png)", strings.TrimSuffix(strings.TrimPrefix(f, s.Name+"_"), suffix), f)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	return nil
 }
 
 // curveKeys are the eval keys curves draws: each of curveMetrics in every
@@ -401,7 +412,7 @@ func curveKeys(keys []string) []string {
 // curves draws, per agent of a setting and key of curveKeys, the key
 // against the step, one line per method (mean over seeds), and returns the
 // figures' file names (without extension) under OUT/plots.
-func curves(ctx context.Context, c *Config, results []CellResult, s Setting, methods, keys []string) ([]string, error) {
+func curves(ctx context.Context, c *Config, results []CellResult, s Setting, methods, keys []string, suffix string) ([]string, error) {
 	var files []string
 	for _, key := range curveKeys(keys) {
 		for _, ag := range s.Agents {
@@ -413,7 +424,7 @@ func curves(ctx context.Context, c *Config, results []CellResult, s Setting, met
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, err
 			}
-			name := curveFile(s.Name, ag.Name, key)
+			name := curveFile(s.Name, ag.Name, key, suffix)
 			for _, ext := range []string{"png", "svg"} {
 				title := fmt.Sprintf("%s: %s (%s)", s.Name, ag.Name, strings.TrimPrefix(key, "eval/"))
 				if err := plot.Curves(series, title, "step", strings.TrimPrefix(key, "eval/"), filepath.Join(dir, name+"."+ext)); err != nil {

@@ -109,7 +109,8 @@
 //  15. Baselines and ablations [§4.4, §5.3–5.6, §7 item 12]: GSPO = one agent, sequence
 //     ratio, clip 3e-4/4e-4; GSPO×2 = GSPO with ResponsesMultiplier 2 (2G responses;
 //     with the mini-batch size in sequences it makes as many updates as 2-agent
-//     HACPO; set the multiplier to n to match n-agent HACPO); GRPO = token ratio, clip
+//     HACPO; set the multiplier to n to match n-agent HACPO, method.responses_multiplier
+//     in a config); GRPO = token ratio, clip
 //     0.2/0.28, per-token PPO min (verl's dual clip c = 3 is available as DualClip but
 //     off); Naive = shared pool, plain joint mean and std, ω = 1, α = 0, the GSPO clip
 //     for every sample (CrossAsSelf); no-adv = plain joint mean baseline; no-omega = ω

@@ -14,16 +14,23 @@ import (
 // archivedMetrics is the name of a cell's metrics in an archive.
 const archivedMetrics = metrics.FileName + ".gz"
 
-// readCellMetrics reads a cell's metrics.jsonl, or its archived
-// metrics.jsonl.gz when the plain file is absent.
-func readCellMetrics(dir string) ([]metrics.Record, error) {
-	recs, err := metrics.ReadFile(filepath.Join(dir, metrics.FileName))
-	if errors.Is(err, fs.ErrNotExist) {
-		if _, gzErr := os.Stat(filepath.Join(dir, archivedMetrics)); gzErr == nil {
-			return metrics.ReadFile(filepath.Join(dir, archivedMetrics))
+// cellMetrics is the path of a cell's metrics: its metrics.jsonl, or its
+// archived metrics.jsonl.gz when the plain file is absent (then gzipped is
+// true). A cell with neither names the plain file, whose absence the reader
+// reports.
+func cellMetrics(dir string) (path string, gzipped bool) {
+	plain := filepath.Join(dir, metrics.FileName)
+	if _, err := os.Stat(plain); errors.Is(err, fs.ErrNotExist) {
+		if gz := filepath.Join(dir, archivedMetrics); fileExists(gz) {
+			return gz, true
 		}
 	}
-	return recs, err
+	return plain, false
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Archive copies what the report needs of every finished cell — its
@@ -71,16 +78,16 @@ func Archive(c *Config, dir string) (int, error) {
 	return n, nil
 }
 
-// archiveMetrics writes src's metrics gzipped into dst: metrics.jsonl when
-// the cell has it, else its own archived copy.
+// archiveMetrics writes src's metrics gzipped into dst: its metrics.jsonl
+// gzipped, or its own archived copy as it is.
 func archiveMetrics(src, dst string) error {
-	plain := filepath.Join(src, metrics.FileName)
-	if _, err := os.Stat(plain); err == nil {
-		return metrics.WriteGzip(filepath.Join(dst, archivedMetrics), plain)
+	path, gzipped := cellMetrics(src)
+	if !gzipped {
+		return metrics.WriteGzip(filepath.Join(dst, archivedMetrics), path)
 	}
-	data, err := os.ReadFile(filepath.Join(src, archivedMetrics))
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("no %s or %s: %w", metrics.FileName, archivedMetrics, err)
+		return err
 	}
 	return atomicfile.WriteFile(filepath.Join(dst, archivedMetrics), data)
 }

@@ -11,7 +11,9 @@ import (
 	"strings"
 
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/internal/atomicfile"
+	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/plot"
 )
 
@@ -51,7 +53,8 @@ func Collect(c *Config) ([]CellResult, error) {
 		if !c.Done(cell) {
 			continue
 		}
-		recs, err := readCellMetrics(c.Dir(cell))
+		path, _ := cellMetrics(c.Dir(cell))
+		recs, err := metrics.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("experiment: cell %s: %w", cell.ID(), err)
 		}
@@ -116,12 +119,12 @@ func responsesPerStep(c *Config, cell Cell) int {
 	if cell.Variant != nil {
 		m = cell.Variant.Method
 	}
-	mult := 1
-	switch {
-	case m.ResponsesMultiplier > 0:
-		mult = m.ResponsesMultiplier
-	case m.Name == "gspo2x":
-		mult = 2
+	mult := m.ResponsesMultiplier
+	if mult == 0 { // the preset's
+		mult = 1
+		if s, err := hacpo.Preset(m.Name); err == nil {
+			mult = s.ResponsesMultiplier
+		}
 	}
 	return c.Run.Batch.PromptsPerStep * c.Run.Batch.ResponsesPerPrompt * mult
 }

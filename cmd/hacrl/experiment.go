@@ -26,9 +26,9 @@ curves in OUT/plots. --report-only rebuilds the report from finished cells.
 --archive DIR copies what the report needs of every finished cell (its
 done.json, cell.yaml and gzipped metrics, without weights) into DIR, laid
 out like OUT, and writes the report there too: a whole grid's record in a
-few megabytes, to keep beside the report. With --out DIR the report is rebuilt from such an archive
-(--report-only), or the grid goes on there, training only the cells it
-lacks.`,
+few megabytes, to keep beside the report. With --out DIR the report is
+rebuilt from such an archive (--report-only), or the grid goes on there,
+training only the cells it lacks.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := experiment.Load(args[0])

@@ -124,10 +124,12 @@ func (r *Runner) Run(ctx context.Context, c *Config) error {
 // childEnv is the environment of a cell's process: the grid's own, with
 // GOMAXPROCS set to the cores divided among the cells that run at once,
 // unless the caller set GOMAXPROCS. The native engine spreads its kernels
-// over GOMAXPROCS threads, and cells running side by side that each take
-// every core slow one another (on 2 cores, two cells at a time finish a
-// grid about a fifth sooner with one thread each). The metrics do not
-// depend on the thread count.
+// over GOMAXPROCS threads, so cells side by side would otherwise each start
+// a thread per core, parallel times more threads than cores. On 2 cores it
+// measured the same either way (6 short cells two at a time: medians of 3
+// alternated runs 47.4 s with one thread each, 47.7 s with two); it bounds
+// the threads where cores and cells are many. The metrics do not depend on
+// the thread count.
 func childEnv(env []string, parallel, cpus int) []string {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "GOMAXPROCS=") {

@@ -97,8 +97,10 @@ func Collect(c *Config) ([]CellResult, error) {
 					counts[r.Agent][k]++
 				}
 			}
-			for k, v := range r.Values {
-				if strings.HasPrefix(k, "omega/") && !math.IsNaN(v) {
+			// In key order: with three or more agents a learner has several
+			// ω's, and the sum must not depend on map order.
+			for _, k := range metrics.SortedKeys(r.Values) {
+				if v := r.Values[k]; strings.HasPrefix(k, "omega/") && !math.IsNaN(v) {
 					sums[r.Agent]["omega"] += v
 					counts[r.Agent]["omega"]++
 				}

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/metrics"
 )
 
 // cellFor builds a finished cell with one agent's initial and final value of key.
@@ -235,5 +238,33 @@ func TestVariantOnSomeSettings(t *testing.T) {
 	c.MethodVariants[0].Settings = []string{"four"}
 	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `method_variants[0].settings: "four" is not one of the settings`) {
 		t.Errorf("a variant on an unknown setting: %v", err)
+	}
+}
+
+// A learner's ω diagnostic sums its omega/<source> values in key order, so
+// results.json is the same bytes every time (with three or more agents the
+// float sum depends on the order).
+func TestCollectOmegaInKeyOrder(t *testing.T) {
+	c := &Config{Out: t.TempDir(), Seeds: []int64{1}, Methods: []string{"hacpo"},
+		Settings: []Setting{{Name: "three", Agents: []config.Agent{{Name: "a"}, {Name: "b"}, {Name: "c"}, {Name: "d"}}}}}
+	cell := c.Cells()[0]
+	if err := os.MkdirAll(c.Dir(cell), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(c.Dir(cell), "done.json"), []byte("{}\n"), 0o644)
+	b, cc, d := 0.1, 0.2, 0.3
+	recs := []metrics.Record{{Step: 1, Agent: "a", Time: 1, Values: map[string]float64{"omega/b": b, "omega/c": cc, "omega/d": d}}}
+	if err := metrics.WriteFile(filepath.Join(c.Dir(cell), metrics.FileName), recs); err != nil {
+		t.Fatal(err)
+	}
+	want := (b + cc + d) / 3 // in key order; b + (cc + d) differs in the last bit
+	for range 30 {
+		res, err := Collect(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res[0].Agents["a"].Diagnostics["omega"]; got != want {
+			t.Fatalf("omega = %.17g, want %.17g (the sum in key order)", got, want)
+		}
 	}
 }

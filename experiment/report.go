@@ -26,8 +26,11 @@ type AgentResult struct {
 	// Rollout cost over the run.
 	Responses int     `json:"responses"`
 	Tokens    float64 `json:"generated_tokens"`
-	// Means of per-step diagnostics over the run.
-	Diagnostics map[string]float64 `json:"diagnostics"`
+	// Means of per-step diagnostics over the run, over its first tenth of
+	// steps and over its last tenth.
+	Diagnostics      map[string]float64 `json:"diagnostics"`
+	DiagnosticsFirst map[string]float64 `json:"diagnostics_first"`
+	DiagnosticsLast  map[string]float64 `json:"diagnostics_last"`
 }
 
 // CellResult is one finished cell.
@@ -59,8 +62,7 @@ func Collect(c *Config) ([]CellResult, error) {
 			return nil, fmt.Errorf("experiment: cell %s: %w", cell.ID(), err)
 		}
 		cr := CellResult{Cell: cell.ID(), Setting: cell.Setting, Method: cell.Method, Seed: cell.Seed, Agents: map[string]*AgentResult{}}
-		sums := map[string]map[string]float64{}
-		counts := map[string]map[string]int{}
+		steps := map[string][]map[string]float64{} // an agent's step records, in order
 		for _, r := range recs {
 			if r.Agent == "" {
 				cr.Seconds += r.Values["time/step"]
@@ -68,9 +70,8 @@ func Collect(c *Config) ([]CellResult, error) {
 			}
 			ar := cr.Agents[r.Agent]
 			if ar == nil {
-				ar = &AgentResult{Curve: map[int]map[string]float64{}, Diagnostics: map[string]float64{}}
+				ar = &AgentResult{Curve: map[int]map[string]float64{}}
 				cr.Agents[r.Agent] = ar
-				sums[r.Agent], counts[r.Agent] = map[string]float64{}, map[string]int{}
 			}
 			evals := map[string]float64{}
 			for k, v := range r.Values {
@@ -91,29 +92,45 @@ func Collect(c *Config) ([]CellResult, error) {
 			n := responsesPerStep(c, cell)
 			ar.Responses += n
 			ar.Tokens += r.Values["length/mean"] * float64(n)
-			for _, k := range diagnosticKeys {
-				if v, ok := r.Values[k]; ok && !math.IsNaN(v) {
-					sums[r.Agent][k] += v
-					counts[r.Agent][k]++
-				}
-			}
-			// In key order: with three or more agents a learner has several
-			// ω's, and the sum must not depend on map order.
-			for _, k := range metrics.SortedKeys(r.Values) {
-				if v := r.Values[k]; strings.HasPrefix(k, "omega/") && !math.IsNaN(v) {
-					sums[r.Agent]["omega"] += v
-					counts[r.Agent]["omega"]++
-				}
-			}
+			steps[r.Agent] = append(steps[r.Agent], r.Values)
 		}
 		for a, ar := range cr.Agents {
-			for k, s := range sums[a] {
-				ar.Diagnostics[k] = s / float64(counts[a][k])
-			}
+			recs := steps[a]
+			w := max(1, len(recs)/10)
+			ar.Diagnostics = diagnostics(recs)
+			ar.DiagnosticsFirst = diagnostics(recs[:min(w, len(recs))])
+			ar.DiagnosticsLast = diagnostics(recs[max(0, len(recs)-w):])
 		}
 		out = append(out, cr)
 	}
 	return out, nil
+}
+
+// diagnostics averages diagnosticKeys over step records; "omega" averages
+// every omega/<source> value of every record.
+func diagnostics(steps []map[string]float64) map[string]float64 {
+	sums, counts := map[string]float64{}, map[string]int{}
+	for _, vals := range steps {
+		for _, k := range diagnosticKeys {
+			if v, ok := vals[k]; ok && !math.IsNaN(v) {
+				sums[k] += v
+				counts[k]++
+			}
+		}
+		// In key order: with three or more agents a learner has several
+		// ω's, and the sum must not depend on map order.
+		for _, k := range metrics.SortedKeys(vals) {
+			if v := vals[k]; strings.HasPrefix(k, "omega/") && !math.IsNaN(v) {
+				sums["omega"] += v
+				counts["omega"]++
+			}
+		}
+	}
+	out := map[string]float64{}
+	for k, s := range sums {
+		out[k] = s / float64(counts[k])
+	}
+	return out
 }
 
 func responsesPerStep(c *Config, cell Cell) int {
@@ -228,7 +245,9 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 	writeClaims(&b, results, c, keys)
 	writeEffects(&b, results, c, keys)
 	b.WriteString("## Per-step diagnostics (means over steps and seeds)\n\n")
-	writeDiagnostics(&b, results, c)
+	writeDiagnostics(&b, results)
+	b.WriteString("\n## How the diagnostics move: first tenth of the steps → last tenth (means over seeds)\n\n")
+	writeDiagnosticEnds(&b, results)
 	md := b.String()
 	if err := atomicfile.WriteFile(filepath.Join(c.Out, "report.md"), []byte(md)); err != nil {
 		return "", err
@@ -279,9 +298,10 @@ func writeTable(b *strings.Builder, results []CellResult, s Setting, methods, ke
 						}
 					}
 				}
-				// Every cell evaluates the same initial agent: report one value.
+				// Every cell evaluates the same initial agent, greedy the same
+				// way; the sampled metrics depend on the cell's seed: their mean.
 				if len(xs) > 0 {
-					fmt.Fprintf(b, " %.3f |", xs[0])
+					fmt.Fprintf(b, " %.3f |", summarize(xs).mean)
 				} else {
 					b.WriteString(" – |")
 				}
@@ -324,27 +344,19 @@ func intStat(xs []float64) string {
 	return fmt.Sprintf("%.0f", s.mean)
 }
 
-func writeDiagnostics(b *strings.Builder, results []CellResult, c *Config) {
-	b.WriteString("| setting | method | agent |")
-	for _, k := range diagnosticKeys {
-		b.WriteString(" " + k + " |")
-	}
-	b.WriteString("\n|---|---|---|")
-	for range diagnosticKeys {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	type key struct{ setting, method, agent string }
-	vals := map[key]map[string][]float64{}
-	var order []key
+// diagnosticRows groups results by setting, method and agent, in that order,
+// with each diagnostic's values over seeds as pick returns them.
+func diagnosticRows(results []CellResult, pick func(*AgentResult) map[string]float64) ([]diagKey, map[diagKey]map[string][]float64) {
+	vals := map[diagKey]map[string][]float64{}
+	var order []diagKey
 	for _, r := range results {
 		for name, a := range r.Agents {
-			k := key{r.Setting, r.Method, name}
+			k := diagKey{r.Setting, r.Method, name}
 			if vals[k] == nil {
 				vals[k] = map[string][]float64{}
 				order = append(order, k)
 			}
-			for d, v := range a.Diagnostics {
+			for d, v := range pick(a) {
 				vals[k][d] = append(vals[k][d], v)
 			}
 		}
@@ -359,11 +371,61 @@ func writeDiagnostics(b *strings.Builder, results []CellResult, c *Config) {
 		}
 		return a.agent < b.agent
 	})
+	return order, vals
+}
+
+type diagKey struct{ setting, method, agent string }
+
+func writeDiagnostics(b *strings.Builder, results []CellResult) {
+	b.WriteString("| setting | method | agent |")
+	for _, k := range diagnosticKeys {
+		b.WriteString(" " + k + " |")
+	}
+	b.WriteString("\n|---|---|---|")
+	for range diagnosticKeys {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	order, vals := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.Diagnostics })
 	for _, k := range order {
 		fmt.Fprintf(b, "| %s | %s | %s |", k.setting, k.method, k.agent)
 		for _, d := range diagnosticKeys {
 			if xs := vals[k][d]; len(xs) > 0 {
 				fmt.Fprintf(b, " %.4g |", summarize(xs).mean)
+			} else {
+				b.WriteString(" – |")
+			}
+		}
+		b.WriteString("\n")
+	}
+}
+
+// endKeys are the diagnostics whose drift over a run tells how the agents
+// interact: how likely a learner finds the others' responses (the cross
+// ratio) and how many of them the clip drops, how much ω weighs them, and
+// how far the learner moves from its start (entropy, KL).
+var endKeys = []string{"ratio/cross_mean", "clip/cross_lower_frac", "clip/self_frac", "omega", "capability", "entropy", "loss/kl"}
+
+// writeDiagnosticEnds writes, per setting, method and agent, each of endKeys
+// over the run's first tenth of steps and over its last tenth.
+func writeDiagnosticEnds(b *strings.Builder, results []CellResult) {
+	b.WriteString("| setting | method | agent |")
+	for _, k := range endKeys {
+		b.WriteString(" " + k + " |")
+	}
+	b.WriteString("\n|---|---|---|")
+	for range endKeys {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	order, first := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.DiagnosticsFirst })
+	_, last := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.DiagnosticsLast })
+	for _, k := range order {
+		fmt.Fprintf(b, "| %s | %s | %s |", k.setting, k.method, k.agent)
+		for _, d := range endKeys {
+			f, l := first[k][d], last[k][d]
+			if len(f) > 0 && len(l) > 0 {
+				fmt.Fprintf(b, " %.3g → %.3g |", summarize(f).mean, summarize(l).mean)
 			} else {
 				b.WriteString(" – |")
 			}

@@ -268,3 +268,46 @@ func TestCollectOmegaInKeyOrder(t *testing.T) {
 		}
 	}
 }
+
+// The first and last tenth of a run's steps average separately from the
+// whole run: a drift the run's mean hides (the cross ratio rising from 0.1 to
+// 0.7, say) shows as first → last.
+func TestCollectFirstAndLastTenth(t *testing.T) {
+	c := &Config{Name: "g", Out: t.TempDir(), Seeds: []int64{1}, Methods: []string{"hacpo"},
+		Settings: []Setting{{Name: "s", Agents: []config.Agent{{Name: "a"}}}}}
+	c.Run.Batch.PromptsPerStep, c.Run.Batch.ResponsesPerPrompt = 2, 2
+	cell := c.Cells()[0]
+	if err := os.MkdirAll(c.Dir(cell), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(c.Dir(cell), "done.json"), []byte("{}\n"), 0o644)
+	var recs []metrics.Record
+	for step := 1; step <= 25; step++ { // a tenth of 25 steps is 2
+		recs = append(recs, metrics.Record{Step: step, Agent: "a", Time: 1,
+			Values: map[string]float64{"ratio/cross_mean": float64(step), "omega/b": 1}})
+	}
+	if err := metrics.WriteFile(filepath.Join(c.Dir(cell), metrics.FileName), recs); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Collect(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := res[0].Agents["a"]
+	for _, tc := range []struct {
+		name string
+		got  map[string]float64
+		want float64
+	}{
+		{"run", a.Diagnostics, 13}, {"first tenth", a.DiagnosticsFirst, 1.5}, {"last tenth", a.DiagnosticsLast, 24.5},
+	} {
+		if tc.got["ratio/cross_mean"] != tc.want || tc.got["omega"] != 1 {
+			t.Errorf("%s: cross ratio %v, ω %v; want %v, 1", tc.name, tc.got["ratio/cross_mean"], tc.got["omega"], tc.want)
+		}
+	}
+	var b strings.Builder
+	writeDiagnosticEnds(&b, res)
+	if !strings.Contains(b.String(), "| s | hacpo | a | 1.5 → 24.5 |") {
+		t.Errorf("the first → last table lacks the cross ratio's drift:\n%s", b.String())
+	}
+}

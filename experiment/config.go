@@ -16,7 +16,9 @@
 // directory, so that the report can be rebuilt from the archive and a grid
 // run over it trains only the cells it lacks. The report's statistics are
 // paired by seed: the difference of two methods for the same agent and seed,
-// its mean ± std and a Student's t 95% confidence interval over seeds.
+// its mean ± std and a Student's t 95% confidence interval over seeds, over all
+// agents and per setting. Its diagnostics are means over a run and over its
+// first and last tenth of steps, which show how the agents' interaction drifts.
 package experiment
 
 import (

@@ -376,28 +376,16 @@ func diagnosticRows(results []CellResult, pick func(*AgentResult) map[string]flo
 
 type diagKey struct{ setting, method, agent string }
 
+// writeDiagnostics writes each diagnostic's mean over the run, per setting,
+// method and agent.
 func writeDiagnostics(b *strings.Builder, results []CellResult) {
-	b.WriteString("| setting | method | agent |")
-	for _, k := range diagnosticKeys {
-		b.WriteString(" " + k + " |")
-	}
-	b.WriteString("\n|---|---|---|")
-	for range diagnosticKeys {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
 	order, vals := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.Diagnostics })
-	for _, k := range order {
-		fmt.Fprintf(b, "| %s | %s | %s |", k.setting, k.method, k.agent)
-		for _, d := range diagnosticKeys {
-			if xs := vals[k][d]; len(xs) > 0 {
-				fmt.Fprintf(b, " %.4g |", summarize(xs).mean)
-			} else {
-				b.WriteString(" – |")
-			}
+	writeDiagnosticTable(b, order, diagnosticKeys, func(k diagKey, d string) string {
+		if xs := vals[k][d]; len(xs) > 0 {
+			return fmt.Sprintf("%.4g", summarize(xs).mean)
 		}
-		b.WriteString("\n")
-	}
+		return "–"
+	})
 }
 
 // endKeys are the diagnostics whose drift over a run tells how the agents
@@ -409,26 +397,32 @@ var endKeys = []string{"ratio/cross_mean", "clip/cross_lower_frac", "clip/self_f
 // writeDiagnosticEnds writes, per setting, method and agent, each of endKeys
 // over the run's first tenth of steps and over its last tenth.
 func writeDiagnosticEnds(b *strings.Builder, results []CellResult) {
+	order, first := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.DiagnosticsFirst })
+	_, last := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.DiagnosticsLast })
+	writeDiagnosticTable(b, order, endKeys, func(k diagKey, d string) string {
+		if f, l := first[k][d], last[k][d]; len(f) > 0 && len(l) > 0 {
+			return fmt.Sprintf("%.3g → %.3g", summarize(f).mean, summarize(l).mean)
+		}
+		return "–"
+	})
+}
+
+// writeDiagnosticTable writes one row per setting, method and agent of order
+// and one column per key, each cell as cell formats it.
+func writeDiagnosticTable(b *strings.Builder, order []diagKey, keys []string, cell func(k diagKey, d string) string) {
 	b.WriteString("| setting | method | agent |")
-	for _, k := range endKeys {
+	for _, k := range keys {
 		b.WriteString(" " + k + " |")
 	}
 	b.WriteString("\n|---|---|---|")
-	for range endKeys {
+	for range keys {
 		b.WriteString("---|")
 	}
 	b.WriteString("\n")
-	order, first := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.DiagnosticsFirst })
-	_, last := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.DiagnosticsLast })
 	for _, k := range order {
 		fmt.Fprintf(b, "| %s | %s | %s |", k.setting, k.method, k.agent)
-		for _, d := range endKeys {
-			f, l := first[k][d], last[k][d]
-			if len(f) > 0 && len(l) > 0 {
-				fmt.Fprintf(b, " %.3g → %.3g |", summarize(f).mean, summarize(l).mean)
-			} else {
-				b.WriteString(" – |")
-			}
+		for _, d := range keys {
+			b.WriteString(" " + cell(k, d) + " |")
 		}
 		b.WriteString("\n")
 	}
@@ -776,8 +770,9 @@ func writeEffects(b *strings.Builder, results []CellResult, c *Config, keys []st
 	b.WriteString("## Effect sizes: 95% confidence intervals over seeds\n\n")
 	b.WriteString("Each comparison's paired difference (as in the claims tables) as mean [95% confidence interval] ")
 	b.WriteString("(seeds), with Student's t over seeds; \"all agents\" averages within a seed first. ")
+	b.WriteString("\"per setting\" is the same over each setting's agents, where the comparison spans several settings. ")
 	b.WriteString("The last two columns name the agents whose own interval lies wholly above or below zero.\n\n")
-	b.WriteString("| comparison | key | all agents | above 0 | below 0 |\n|---|---|---|---|---|\n")
+	b.WriteString("| comparison | key | all agents | per setting | above 0 | below 0 |\n|---|---|---|---|---|---|\n")
 	type pair struct {
 		a, b     string
 		settings []Setting
@@ -806,8 +801,18 @@ func writeEffects(b *strings.Builder, results []CellResult, c *Config, keys []st
 					below = append(below, d.name)
 				}
 			}
-			fmt.Fprintf(b, "| %s − %s | %s | %s | %s | %s |\n", p.a, p.b, strings.TrimPrefix(k, "eval/"), ciCell(all),
-				strings.Join(above, ", "), strings.Join(below, ", "))
+			var perSetting []string
+			for _, s := range p.settings {
+				if c.runsOn(s.Name, p.a) && c.runsOn(s.Name, p.b) {
+					_, all := c.agentDiffs(results, []Setting{s}, p.a, p.b, k)
+					perSetting = append(perSetting, s.Name+" "+ciCell(all))
+				}
+			}
+			if len(perSetting) < 2 {
+				perSetting = nil // the same as all agents
+			}
+			fmt.Fprintf(b, "| %s − %s | %s | %s | %s | %s | %s |\n", p.a, p.b, strings.TrimPrefix(k, "eval/"), ciCell(all),
+				strings.Join(perSetting, "; "), strings.Join(above, ", "), strings.Join(below, ", "))
 		}
 	}
 	b.WriteString("\n")

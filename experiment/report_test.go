@@ -172,9 +172,36 @@ func TestWriteEffects(t *testing.T) {
 	// small: +0.10 ± 0.02, wholly above 0; large: −0.043 ± 0.084, unresolved.
 	// All agents per seed: 0, +0.02, +0.065.
 	lo, hi, _ := ci95([]float64{0, 0.02, 0.065})
-	want := fmt.Sprintf("| hacpo − initial | test/greedy_acc | +0.028 [%+.3f, %+.3f] (3) | size/small |  |", lo, hi)
+	want := fmt.Sprintf("| hacpo − initial | test/greedy_acc | +0.028 [%+.3f, %+.3f] (3) |  | size/small |  |", lo, hi)
 	if row != want {
 		t.Errorf("effects row:\n got %s\nwant %s\n%s", row, want, b.String())
+	}
+}
+
+// With several settings the effects table gives each setting's own interval
+// beside the one over all agents.
+func TestWriteEffectsPerSetting(t *testing.T) {
+	c := &Config{Seeds: []int64{1, 2, 3}, Settings: []Setting{
+		{Name: "size", Agents: []config.Agent{{Name: "small"}}},
+		{Name: "state", Agents: []config.Agent{{Name: "weak"}}},
+	}}
+	var results []CellResult
+	for seed, gain := range map[int64][2]float64{1: {0.10, -0.10}, 2: {0.12, -0.08}, 3: {0.08, -0.06}} {
+		results = append(results,
+			cellFor("size", "hacpo", seed, "small", 0.2, 0.2+gain[0]),
+			cellFor("state", "hacpo", seed, "weak", 0.4, 0.4+gain[1]))
+	}
+	var b strings.Builder
+	writeEffects(&b, results, c, []string{"eval/test/greedy_acc"})
+	var row string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, "| hacpo − initial |") {
+			row = l
+		}
+	}
+	size, state := ciCell([]float64{0.10, 0.12, 0.08}), ciCell([]float64{-0.10, -0.08, -0.06})
+	if !strings.Contains(row, "| size "+size+"; state "+state+" | size/small | state/weak |") {
+		t.Errorf("effects row lacks the per-setting intervals %s and %s:\n%s", size, state, row)
 	}
 }
 

@@ -20,7 +20,8 @@ method (default GRPO, GSPO, GSPO×2, Naive, HACPO) and each seed, then the
 ablation variants on one setting — as hacrl train runs in OUT/cells, one after
 another or --parallel at a time. A half-finished grid resumes where it
 stopped. At the end it writes OUT/results.json, OUT/report.md (Table 1 per
-setting, ablation tables, rollout cost, per-step diagnostics) and learning
+setting, claims paired by seed with 95% intervals, ablation tables, rollout
+cost, per-step diagnostics and how they move over the run) and learning
 curves in OUT/plots. --report-only rebuilds the report from finished cells.
 
 --archive DIR copies what the report needs of every finished cell (its

@@ -21,16 +21,12 @@ const archivedMetrics = metrics.FileName + ".gz"
 func cellMetrics(dir string) (path string, gzipped bool) {
 	plain := filepath.Join(dir, metrics.FileName)
 	if _, err := os.Stat(plain); errors.Is(err, fs.ErrNotExist) {
-		if gz := filepath.Join(dir, archivedMetrics); fileExists(gz) {
+		gz := filepath.Join(dir, archivedMetrics)
+		if _, err := os.Stat(gz); err == nil {
 			return gz, true
 		}
 	}
 	return plain, false
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
 }
 
 // Archive copies what the report needs of every finished cell — its

@@ -95,11 +95,11 @@ func Collect(c *Config) ([]CellResult, error) {
 			steps[r.Agent] = append(steps[r.Agent], r.Values)
 		}
 		for a, ar := range cr.Agents {
-			recs := steps[a]
-			w := max(1, len(recs)/10)
-			ar.Diagnostics = diagnostics(recs)
-			ar.DiagnosticsFirst = diagnostics(recs[:min(w, len(recs))])
-			ar.DiagnosticsLast = diagnostics(recs[max(0, len(recs)-w):])
+			st := steps[a]
+			w := max(1, len(st)/10) // a tenth of the run's steps
+			ar.Diagnostics = diagnostics(st)
+			ar.DiagnosticsFirst = diagnostics(st[:min(w, len(st))])
+			ar.DiagnosticsLast = diagnostics(st[max(0, len(st)-w):])
 		}
 		out = append(out, cr)
 	}

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/hacrl/hacrl/internal/torchtest"
+	"github.com/hacrl/hacrl/internal/pyenv"
 )
 
 // Every llama-family tiny config (Qwen3's head_dim and q/k norms, Llama 3's
@@ -20,7 +20,7 @@ import (
 // reading of the saved config.json and model.safetensors
 // (bench/torch/hf_logprobs.py).
 func TestMatchesPyTorch(t *testing.T) {
-	python := torchtest.Python(t)
+	python := pyenv.Python(t)
 	script, err := filepath.Abs(filepath.Join("..", "bench", "torch", "hf_logprobs.py"))
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hacrl/hacrl/internal/torchtest"
+	"github.com/hacrl/hacrl/internal/pyenv"
 	"github.com/hacrl/hacrl/model"
 )
 
@@ -228,7 +228,7 @@ func TestBenchEngineLoRA(t *testing.T) {
 // parameter counts and adapters, and its self-check (step 0 equals the base
 // bit for bit, the closed-form count, a frozen base) passes.
 func TestBenchLoRAMatchesTorch(t *testing.T) {
-	python := torchtest.Python(t)
+	python := pyenv.Python(t)
 	bin := hacrlBin(t)
 	script := repoPath(t, "bench/torch/bench.py")
 	if out, err := exec.Command(python, script, "--check").CombinedOutput(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hacrl/hacrl/internal/tboracle"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/rollout"
 	"go.yaml.in/yaml/v3"
@@ -176,6 +177,8 @@ func TestKillAndResume(t *testing.T) {
 	if ents, err := os.ReadDir(filepath.Join(out, rollout.LogDir)); err != nil || len(ents) != cfg.Steps {
 		t.Errorf("%s holds %d entries (%v), want the %d logs", rollout.LogDir, len(ents), err, cfg.Steps)
 	}
+	// What TensorBoard shows of the killed and resumed run is its metrics.
+	tboracle.Check(t, out)
 }
 
 // TestInterruptSavesAndResumes: SIGINT finishes the current step, saves a
@@ -241,6 +244,7 @@ func TestInterruptSavesAndResumes(t *testing.T) {
 	if last := recs[len(recs)-1].Step; last != done+2 {
 		t.Errorf("after resuming, metrics end at step %d, want %d", last, done+2)
 	}
+	tboracle.Check(t, cfg.Out)
 }
 
 // syncBuffer is a bytes.Buffer safe to read while a child process writes it.

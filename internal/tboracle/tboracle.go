@@ -5,6 +5,7 @@
 package tboracle
 
 import (
+	"maps"
 	"math"
 	"path/filepath"
 	"runtime"
@@ -44,12 +45,12 @@ func Check(t testing.TB, out string) {
 		Runs map[string]map[string][]scalar
 	}
 	pyenv.Run(t, script(), nil, &got, filepath.Join(out, "tb"))
-	for _, run := range sortedKeys(want) {
+	for _, run := range slices.Sorted(maps.Keys(want)) {
 		if got.Runs[run] == nil {
 			t.Errorf("TensorBoard finds no run %q under %s", run, filepath.Join(out, "tb"))
 			continue
 		}
-		for _, tag := range sortedKeys(want[run]) {
+		for _, tag := range slices.Sorted(maps.Keys(want[run])) {
 			g, w := got.Runs[run][tag], want[run][tag]
 			if len(g) != len(w) {
 				t.Errorf("run %s, tag %s: TensorBoard reads %d points, metrics.jsonl has %d", run, tag, len(g), len(w))
@@ -114,13 +115,4 @@ func same(g, w scalar) bool {
 func script() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "tb_scalars.py")
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

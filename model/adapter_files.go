@@ -37,7 +37,7 @@ type peftConfig struct {
 	UseRSLoRA          bool            `json:"use_rslora"`
 	UseDoRA            bool            `json:"use_dora"`
 	InferenceMode      bool            `json:"inference_mode"`
-	InitLoraWeights    bool            `json:"init_lora_weights"`
+	InitLoraWeights    json.RawMessage `json:"init_lora_weights"`
 	ModulesToSave      json.RawMessage `json:"modules_to_save"`
 	LayersToTransform  json.RawMessage `json:"layers_to_transform"`
 	LayersPattern      json.RawMessage `json:"layers_pattern"`
@@ -73,10 +73,19 @@ func (m *Model) SaveAdapters(dir, base string) error {
 	null := json.RawMessage("null")
 	cfg := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: ad.cfg.Rank, LoraAlpha: ad.cfg.Alpha,
 		TargetModules: targets, Bias: "none", FanInFanOut: m.cfg.Family == "gpt", UseRSLoRA: ad.cfg.RSLoRA,
-		InferenceMode: true, InitLoraWeights: true, ModulesToSave: null, LayersToTransform: null, LayersPattern: null,
+		InferenceMode: true, InitLoraWeights: json.RawMessage("true"), ModulesToSave: null, LayersToTransform: null, LayersPattern: null,
 		RankPattern: json.RawMessage("{}"), AlphaPattern: json.RawMessage("{}")}
 	if base != "" {
 		cfg.BaseModel = &base
+	}
+	switch {
+	case ad.cfg.ExcludePattern != "":
+		cfg.ExcludeModules, err = json.Marshal(ad.cfg.ExcludePattern)
+	case len(ad.cfg.Exclude) > 0:
+		cfg.ExcludeModules, err = json.Marshal(ad.cfg.Exclude)
+	}
+	if err != nil {
+		return fmt.Errorf("model: save adapters: %w", err)
 	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -105,10 +114,20 @@ func IsAdapterDir(dir string) bool {
 }
 
 // ReadAdapterConfig reads dir/adapter_config.json: the adapters'
-// configuration and the base model it names ("" if none). PEFT options
-// hacrl does not implement (DoRA, bias training, modules_to_save, per-layer
-// ranks or layer subsets) are refused, naming the field. lora_dropout is
-// accepted whatever it is: it acts in training only.
+// configuration and the base model it names ("" if none): r, lora_alpha,
+// use_rslora, target_modules and exclude_modules (each a list of names or
+// one regular expression, matched as PEFT does). A field that
+// would make PEFT compute something plain LoRA on the blocks' linear layers
+// does not is refused, naming the file and the field: DoRA, bias training
+// (bias, lora_bias), modules_to_save, trainable tokens, per-layer ranks,
+// alphas or layer subsets, layer replication, parameter targets, a task
+// other than CAUSAL_LM, the variants of PEFT that change
+// the forward pass (aLoRA, QALoRA, BD-LoRA, Arrow, KaSA, VeLoRA,
+// MonteCLoRA, MiCA) and initializations that rewrite the base weights
+// (PiSSA, OLoRA, CorDA, LoftQ, LoRA-GA: such an adapter is relative to a
+// changed base). lora_dropout is accepted whatever it is: it acts in
+// training only. Fields this version does not know are accepted only with
+// an empty value (null, false, "", [] or {}).
 func ReadAdapterConfig(dir string) (LoRA, string, error) {
 	path := filepath.Join(dir, AdapterConfigFile)
 	data, err := os.ReadFile(path)
@@ -116,36 +135,49 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 		return LoRA{}, "", fmt.Errorf("model: read adapter config: %w", err)
 	}
 	var c peftConfig
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&c); err != nil {
+	if err := json.Unmarshal(data, &c); err != nil {
+		return LoRA{}, "", fmt.Errorf("model: read adapter config %s: %w", path, err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
 		return LoRA{}, "", fmt.Errorf("model: read adapter config %s: %w", path, err)
 	}
 	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("model: adapter config %s: %s is %v, want %s (hacrl implements plain LoRA)", path, field, v, want)
-	}
-	empty := func(raw json.RawMessage) bool {
-		s := strings.TrimSpace(string(raw))
-		return s == "" || s == "null" || s == "{}" || s == "[]"
+		return fmt.Errorf("model: adapter config %s: %s is %v, want %s (hacrl implements plain LoRA on the blocks' linear layers)", path, field, v, want)
 	}
 	switch {
 	case c.PeftType != "LORA":
 		return LoRA{}, "", bad("peft_type", fmt.Sprintf("%q", c.PeftType), `"LORA"`)
-	case c.UseDoRA:
-		return LoRA{}, "", bad("use_dora", true, "false")
+	case c.TaskType != "" && c.TaskType != "CAUSAL_LM":
+		return LoRA{}, "", bad("task_type", fmt.Sprintf("%q", c.TaskType), `"CAUSAL_LM" or null`)
 	case c.Bias != "" && c.Bias != "none":
 		return LoRA{}, "", bad("bias", fmt.Sprintf("%q", c.Bias), `"none"`)
-	case !empty(c.ModulesToSave):
-		return LoRA{}, "", bad("modules_to_save", string(c.ModulesToSave), "null")
-	case !empty(c.LayersToTransform):
-		return LoRA{}, "", bad("layers_to_transform", string(c.LayersToTransform), "null")
-	case !empty(c.RankPattern):
-		return LoRA{}, "", bad("rank_pattern", string(c.RankPattern), "{}")
-	case !empty(c.AlphaPattern):
-		return LoRA{}, "", bad("alpha_pattern", string(c.AlphaPattern), "{}")
-	case !empty(c.ExcludeModules):
-		return LoRA{}, "", bad("exclude_modules", string(c.ExcludeModules), "null")
-	case !empty(c.TrainableTokenIdxs):
-		return LoRA{}, "", bad("trainable_token_indices", string(c.TrainableTokenIdxs), "null")
+	}
+	for _, f := range peftUnsupported {
+		if raw, ok := fields[f]; ok && !emptyJSON(raw) {
+			return LoRA{}, "", bad(f, compactJSON(raw), "null, false or empty")
+		}
+	}
+	if raw, ok := fields["init_lora_weights"]; ok {
+		var init any
+		if err := json.Unmarshal(raw, &init); err != nil {
+			return LoRA{}, "", fmt.Errorf("model: read adapter config %s: init_lora_weights: %w", path, err)
+		}
+		switch v := init.(type) {
+		case nil, bool:
+		case string:
+			if !slices.Contains(peftPlainInits, v) {
+				return LoRA{}, "", bad("init_lora_weights", compactJSON(raw),
+					`true, false, "gaussian", "eva" or "orthogonal" (PiSSA, OLoRA, CorDA, LoftQ and LoRA-GA adapters are relative to a rewritten base: convert them to plain LoRA with PEFT's path_initial_model_for_weight_conversion)`)
+			}
+		default:
+			return LoRA{}, "", bad("init_lora_weights", compactJSON(raw), "a boolean or the name of an initialization")
+		}
+	}
+	for f, raw := range fields {
+		if !slices.Contains(peftKnown, f) && !emptyJSON(raw) {
+			return LoRA{}, "", fmt.Errorf("model: adapter config %s: field %s is %s: not a PEFT option hacrl knows, so it may change what the adapter computes (want null, false or empty)", path, f, compactJSON(raw))
+		}
 	}
 	l := LoRA{Rank: c.R, Alpha: c.LoraAlpha, RSLoRA: c.UseRSLoRA}
 	if err := json.Unmarshal(c.TargetModules, &l.Pattern); err != nil {
@@ -157,6 +189,14 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 	if l.Pattern == AllLinear { // PEFT's one string that is not a pattern
 		l.Pattern, l.Targets = "", []string{AllLinear}
 	}
+	if !emptyJSON(c.ExcludeModules) {
+		if err := json.Unmarshal(c.ExcludeModules, &l.ExcludePattern); err != nil {
+			l.ExcludePattern = ""
+			if err := json.Unmarshal(c.ExcludeModules, &l.Exclude); err != nil {
+				return LoRA{}, "", fmt.Errorf("model: adapter config %s: exclude_modules is %s, want a list of module names or one regular expression", path, c.ExcludeModules)
+			}
+		}
+	}
 	if err := l.Validate(); err != nil {
 		return LoRA{}, "", fmt.Errorf("adapter config %s: %w", path, err)
 	}
@@ -166,6 +206,59 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 	}
 	return l, base, nil
 }
+
+// compactJSON is raw without its insignificant spaces, for messages.
+func compactJSON(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// emptyJSON reports whether raw is a JSON value that leaves a PEFT option
+// off: null, false, "", [] or {}.
+func emptyJSON(raw json.RawMessage) bool {
+	switch strings.TrimSpace(string(raw)) {
+	case "", "null", "false", `""`, "[]", "{}":
+		return true
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return false
+	}
+	switch v := v.(type) {
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}
+
+// The fields of PEFT's LoraConfig (PEFT 0.21) that change what an adapter
+// computes unless they are empty or false.
+var peftUnsupported = []string{
+	"use_dora", "lora_bias", "modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern",
+	"trainable_token_indices", "layer_replication", "target_parameters",
+	"alora_invocation_tokens", "use_qalora", "use_bdlora", "arrow_config", "kasa_config", "velora_config",
+	"monteclora_config",
+}
+
+// peftPlainInits are the values of init_lora_weights that only draw A and
+// B, leaving the base as it is.
+var peftPlainInits = []string{"gaussian", "eva", "orthogonal"}
+
+// peftKnown are the fields of PEFT's LoraConfig (and of PEFT's saving)
+// whose values hacrl reads or that do not change what a saved adapter
+// computes: an initialization's own settings, options of model kinds
+// hacrl does not load (Megatron, GPTQ), and bookkeeping.
+var peftKnown = append([]string{
+	"peft_type", "task_type", "base_model_name_or_path", "revision", "r", "lora_alpha", "lora_dropout",
+	"target_modules", "bias", "fan_in_fan_out", "use_rslora", "inference_mode", "init_lora_weights",
+	"exclude_modules", "layers_pattern", "loftq_config", "eva_config", "corda_config", "lora_ga_config", "megatron_config",
+	"megatron_core", "qalora_group_size", "ensure_weight_tying", "auto_mapping", "peft_version",
+}, peftUnsupported...)
 
 // LoadAdapters reads a PEFT LoRA adapter from dir (adapter_config.json and
 // adapter_model.safetensors, as SaveAdapters or PEFT writes them, tensors
@@ -202,6 +295,10 @@ func (m *Model) LoadAdapters(dir string) error {
 		known[s.name] = true
 	}
 	for _, name := range w.Names() {
+		if mod, ok := outsideBlocks(name); ok {
+			return fmt.Errorf("model: load adapter %s: tensor %q is of %s, outside the blocks: hacrl adapts their linear layers only (PEFT's all-linear), not the embeddings or the LM head, and does not replace them",
+				path, name, mod)
+		}
 		if !known[name] {
 			return fmt.Errorf("model: load adapter %s: tensor %q is not one of this adapter's (%d lora_A/lora_B tensors of the modules target_modules selects on this %s model)",
 				path, name, len(ad.specs), m.cfg.Family)
@@ -213,4 +310,21 @@ func (m *Model) LoadAdapters(dir string) error {
 	}
 	m.setAdapters(ad)
 	return nil
+}
+
+// outsideBlocks reports the module a tensor of a PEFT adapter file belongs
+// to when that module is not in a transformer block: an LM head or an
+// embedding PEFT adapted (base_model.model.lm_head.lora_A.weight,
+// ….embed_tokens.lora_embedding_A) or saved whole (….base_layer.weight).
+func outsideBlocks(name string) (string, bool) {
+	mod, ok := strings.CutPrefix(name, peftPrefix)
+	if !ok || strings.HasPrefix(mod, "model.layers.") || strings.HasPrefix(mod, "transformer.h.") {
+		return "", false
+	}
+	for _, cut := range []string{".lora_", ".base_layer.", ".modules_to_save.", ".weight", ".bias"} {
+		if i := strings.Index(mod, cut); i >= 0 {
+			mod = mod[:i]
+		}
+	}
+	return mod, true
 }

@@ -33,6 +33,12 @@ type LoRA struct {
 	Pattern string
 	// RSLoRA scales by Alpha/√Rank instead (PEFT's use_rslora).
 	RSLoRA bool
+	// Exclude names modules left without adapters even when targeted, as
+	// PEFT's exclude_modules list does (matched as Targets are);
+	// ExcludePattern, instead, is a regular expression the whole name must
+	// match (exclude_modules given as one string).
+	Exclude        []string
+	ExcludePattern string
 }
 
 // AllLinear is the Targets entry that adapts every linear layer of the
@@ -62,6 +68,14 @@ func (c LoRA) Validate() error {
 	if c.Pattern != "" {
 		if _, err := regexp.Compile("^(?:" + c.Pattern + ")$"); err != nil {
 			return fmt.Errorf("model: LoRA target modules %q: not a regular expression: %v", c.Pattern, err)
+		}
+	}
+	if len(c.Exclude) > 0 && c.ExcludePattern != "" {
+		return fmt.Errorf("model: LoRA excluded modules: both names %q and a pattern %q, want one of them", c.Exclude, c.ExcludePattern)
+	}
+	if c.ExcludePattern != "" {
+		if _, err := regexp.Compile("^(?:" + c.ExcludePattern + ")$"); err != nil {
+			return fmt.Errorf("model: LoRA excluded modules %q: not a regular expression: %v", c.ExcludePattern, err)
 		}
 	}
 	return nil
@@ -156,25 +170,39 @@ func moduleNames(family string) []string {
 	return names
 }
 
-// matcher returns the test of a module path against l's targets.
+// matcher returns the test of a module path against l's targets and
+// exclusions.
 func (l LoRA) matcher() (func(string) bool, error) {
 	if err := l.Validate(); err != nil {
 		return nil, err
 	}
-	if l.Pattern != "" {
-		return regexp.MustCompile("^(?:" + l.Pattern + ")$").MatchString, nil // checked by Validate
+	target := namesOrPattern(l.Targets, l.Pattern)
+	if l.Pattern == "" && slices.Contains(l.Targets, AllLinear) {
+		target = func(string) bool { return true }
 	}
-	if slices.Contains(l.Targets, AllLinear) {
-		return func(string) bool { return true }, nil
+	if len(l.Exclude) == 0 && l.ExcludePattern == "" {
+		return target, nil
+	}
+	exclude := namesOrPattern(l.Exclude, l.ExcludePattern)
+	return func(path string) bool { return target(path) && !exclude(path) }, nil
+}
+
+// namesOrPattern returns PEFT's test of a module path against a list of
+// names (the path is one, or ends with "." and one) or, when pattern is
+// set, a regular expression the whole path must match (checked by
+// Validate).
+func namesOrPattern(names []string, pattern string) func(string) bool {
+	if pattern != "" {
+		return regexp.MustCompile("^(?:" + pattern + ")$").MatchString
 	}
 	return func(path string) bool {
-		for _, t := range l.Targets {
+		for _, t := range names {
 			if path == t || strings.HasSuffix(path, "."+t) {
 				return true
 			}
 		}
 		return false
-	}, nil
+	}
 }
 
 // PEFT's names of an adapter's tensors, under the model it wraps.

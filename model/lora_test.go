@@ -739,7 +739,10 @@ func TestAdapterFilesRefused(t *testing.T) {
 		{name: "wrong rank", config: func(c map[string]any) { c["r"] = 3 }, want: "shape"},
 		{name: "extra tensor", edit: func(s map[string]safetensors.Tensor) {
 			s["base_model.model.lm_head.weight"] = safetensors.FromFloat32([]int{1}, []float32{1})
-		}, want: `"base_model.model.lm_head.weight" is not one of this adapter's`},
+		}, want: `"base_model.model.lm_head.weight" is of lm_head, outside the blocks`},
+		{name: "extra block tensor", edit: func(s map[string]safetensors.Tensor) {
+			s["base_model.model.model.layers.0.mlp.up_proj.lora_A.weight"] = safetensors.FromFloat32([]int{2, 16}, make([]float32, 32))
+		}, want: `"base_model.model.model.layers.0.mlp.up_proj.lora_A.weight" is not one of this adapter's`},
 		{name: "missing B", edit: func(s map[string]safetensors.Tensor) {
 			delete(s, "base_model.model.model.layers.1.self_attn.v_proj.lora_B.weight")
 		}, want: "lora_B.weight\" is missing"},

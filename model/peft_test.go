@@ -1,0 +1,256 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hacrl/hacrl/internal/pyenv"
+)
+
+// peftCase is one adapter PEFT writes (testdata/peft_adapters.py): the
+// LoraConfig arguments, and either the configuration LoadAdapters must
+// read (then the adapter must score as in PEFT) or the text of the error
+// that must refuse it.
+type peftCase struct {
+	name   string
+	config map[string]any
+	want   LoRA   // read from adapter_config.json
+	refuse string // or: the error names this
+}
+
+// Adapters PEFT itself writes, with the options users choose, load with
+// LoadAdapters and score as PEFT's PeftModel.from_pretrained does (within
+// 1e-4, float32 on both sides), on a Qwen3-style and a GPT-2 base (Conv1D
+// layers, PEFT's fan_in_fan_out) saved by hacrl and read by transformers;
+// those hacrl cannot represent are refused by an error naming the file
+// and the field or tensor.
+func TestPEFTAdapters(t *testing.T) {
+	pyenv.Python(t)
+	type tc = map[string]any
+	for _, base := range []struct {
+		model string
+		cases []peftCase
+	}{
+		{"qwen3-gqa", []peftCase{
+			{name: "names", config: tc{"r": 4, "lora_alpha": 8, "target_modules": []string{"q_proj", "v_proj", "up_proj"}, "task_type": "CAUSAL_LM"},
+				want: LoRA{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "v_proj", "up_proj"}}},
+			{name: "pattern", config: tc{"r": 2, "lora_alpha": 7, "target_modules": `.*\.(k_proj|down_proj)`},
+				want: LoRA{Rank: 2, Alpha: 7, Pattern: `.*\.(k_proj|down_proj)`}},
+			{name: "gaussian rslora dropout", config: tc{"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "init_lora_weights": "gaussian",
+				"lora_dropout": 0.1, "use_rslora": true, "task_type": "CAUSAL_LM"}, want: LoRA{Rank: 8, Alpha: 16, RSLoRA: true}},
+			{name: "exclude", config: tc{"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "exclude_modules": []string{"o_proj", "gate_proj"}, "task_type": "CAUSAL_LM"},
+				want: LoRA{Rank: 8, Alpha: 16, Exclude: []string{"o_proj", "gate_proj"}}},
+			{name: "exclude pattern", config: tc{"r": 4, "lora_alpha": 4, "target_modules": []string{"q_proj", "k_proj", "down_proj"}, "exclude_modules": `model\.layers\.0\..*`},
+				want: LoRA{Rank: 4, Alpha: 4, Targets: []string{"q_proj", "k_proj", "down_proj"}, ExcludePattern: `model\.layers\.0\..*`}},
+			{name: "dora", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "use_dora": true}, refuse: "use_dora is true"},
+			{name: "lora_bias", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "lora_bias": true}, refuse: "lora_bias is true"},
+			{name: "bias", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "bias": "all"}, refuse: `bias is "all"`},
+			{name: "modules_to_save", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "modules_to_save": []string{"lm_head"}}, refuse: "modules_to_save is"},
+			{name: "lm_head", config: tc{"r": 4, "target_modules": []string{"q_proj", "lm_head"}}, refuse: "is of lm_head, outside the blocks"},
+			{name: "embedding", config: tc{"r": 4, "target_modules": []string{"embed_tokens", "v_proj"}}, refuse: "is of model.embed_tokens, outside the blocks"},
+			{name: "layers_to_transform", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "layers_to_transform": []int{1}}, refuse: "layers_to_transform is [1]"},
+			{name: "rank_pattern", config: tc{"r": 4, "target_modules": []string{"q_proj", "v_proj"}, "rank_pattern": tc{"v_proj": 2}}, refuse: "rank_pattern is"},
+			{name: "alpha_pattern", config: tc{"r": 4, "target_modules": []string{"q_proj", "v_proj"}, "alpha_pattern": tc{"v_proj": 2}}, refuse: "alpha_pattern is"},
+			{name: "pissa", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "init_lora_weights": "pissa"}, refuse: `init_lora_weights is "pissa"`},
+			{name: "trainable tokens", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "trainable_token_indices": []int{3, 5}}, refuse: "trainable_token_indices is"},
+		}},
+		{"gpt-tanh", []peftCase{
+			{name: "all-linear", config: tc{"r": 8, "lora_alpha": 16, "target_modules": "all-linear"}, want: LoRA{Rank: 8, Alpha: 16}},
+			{name: "names rslora", config: tc{"r": 4, "lora_alpha": 3, "target_modules": []string{"c_attn", "mlp.c_proj"}, "use_rslora": true},
+				want: LoRA{Rank: 4, Alpha: 3, Targets: []string{"c_attn", "mlp.c_proj"}, RSLoRA: true}},
+		}},
+	} {
+		t.Run(base.model, func(t *testing.T) {
+			ctx := context.Background()
+			tmp := t.TempDir()
+			baseDir := filepath.Join(tmp, "base")
+			if err := newTiny(t, base.model, 5).Save(baseDir); err != nil {
+				t.Fatal(err)
+			}
+			seqs, _ := loraSeqs()
+			var pseqs []map[string][]int
+			for _, s := range seqs {
+				pseqs = append(pseqs, map[string][]int{"prompt": s.Prompt, "response": s.Response})
+			}
+			var cases []map[string]any
+			for _, c := range base.cases {
+				cases = append(cases, map[string]any{"name": c.name, "out": filepath.Join(tmp, c.name), "config": c.config, "b_std": 0.4})
+			}
+			var res struct {
+				Results []struct{ LogProbs [][]float64 }
+			}
+			pyenv.Run(t, "testdata/peft_adapters.py", map[string]any{"base": baseDir, "seqs": pseqs, "cases": cases}, &res)
+			if len(res.Results) != len(base.cases) {
+				t.Fatalf("peft_adapters.py: %d results for %d cases", len(res.Results), len(base.cases))
+			}
+			m, err := Load(testBackend(t), baseDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plain, err := m.Score(ctx, seqs, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, c := range base.cases {
+				dir := filepath.Join(tmp, c.name)
+				err := m.LoadAdapters(dir)
+				if c.refuse != "" {
+					file := filepath.Join(dir, AdapterConfigFile)
+					if strings.Contains(c.refuse, "outside the blocks") {
+						file = filepath.Join(dir, AdapterWeightsFile)
+					}
+					if err == nil || !strings.Contains(err.Error(), c.refuse) || !strings.Contains(err.Error(), file) {
+						t.Errorf("%s: LoadAdapters: %v, want an error naming %s and %q", c.name, err, file, c.refuse)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("%s: LoadAdapters of PEFT's adapter: %v", c.name, err)
+					continue
+				}
+				got, _ := m.LoRA()
+				if want := c.want; got.Rank != want.Rank || got.Alpha != want.Alpha || got.RSLoRA != want.RSLoRA || got.Pattern != want.Pattern ||
+					got.ExcludePattern != want.ExcludePattern || !sameSet(got.Exclude, want.Exclude) ||
+					(want.Targets != nil && !sameSet(got.Targets, want.Targets)) {
+					t.Errorf("%s: read as %+v, want %+v", c.name, got, want)
+				}
+				sc, err := m.Score(ctx, seqs, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				moved, worst := 0.0, 0.0
+				for j, lp := range sc.LogProbs {
+					if len(lp) != len(res.Results[i].LogProbs[j]) {
+						t.Fatalf("%s: sequence %d: %d log-probs, PEFT %d", c.name, j, len(lp), len(res.Results[i].LogProbs[j]))
+					}
+					for k, v := range lp {
+						worst = math.Max(worst, math.Abs(float64(v)-res.Results[i].LogProbs[j][k]))
+						moved = math.Max(moved, math.Abs(float64(v)-float64(plain.LogProbs[j][k])))
+					}
+				}
+				t.Logf("%s: max |hacrl − PEFT| %.2g (the adapter moves log-probs by up to %.2g)", c.name, worst, moved)
+				if !(worst <= 1e-4) {
+					t.Errorf("%s: LoadAdapters of PEFT's adapter scores %v, PEFT %v (max |Δ| %g > 1e-4)", c.name, sc.LogProbs, res.Results[i].LogProbs, worst)
+				}
+				if moved < 1e-2 {
+					t.Errorf("%s: the adapter moves no log-prob by 1e-2: the check shows nothing", c.name)
+				}
+			}
+		})
+	}
+}
+
+// Fields of adapter_config.json that PEFT would read differently from
+// hacrl are refused, naming the file and the field: another task, an
+// unknown option set, an initialization that is not a name; fields PEFT
+// writes that do not change the computation are accepted.
+func TestAdapterConfigFields(t *testing.T) {
+	m := newTiny(t, "llama-gqa", 1)
+	if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: []string{"q_proj"}}, 1); err != nil {
+		t.Fatal(err)
+	}
+	good := t.TempDir()
+	if err := m.SaveAdapters(good, ""); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(good, AdapterConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		field string
+		value any
+		want  string // "" : accepted
+	}{
+		{"task_type", "SEQ_CLS", `task_type is "SEQ_CLS"`},
+		{"task_type", nil, ""},
+		{"init_lora_weights", "olora", `init_lora_weights is "olora"`},
+		{"init_lora_weights", "mica", `init_lora_weights is "mica"`},
+		{"init_lora_weights", 3, "init_lora_weights is 3, want a boolean"},
+		{"init_lora_weights", "orthogonal", ""},
+		{"alora_invocation_tokens", []int{5, 6}, "alora_invocation_tokens is [5,6]"},
+		{"layer_replication", [][]int{{0, 2}}, "layer_replication is"},
+		{"target_parameters", []string{"mlp.experts.down_proj"}, "target_parameters is"},
+		{"use_qalora", true, "use_qalora is true"},
+		{"some_new_option", 0.5, "field some_new_option is 0.5: not a PEFT option hacrl knows"},
+		{"some_new_option", nil, ""},
+		{"exclude_modules", 7, "exclude_modules is 7, want a list"},
+		{"exclude_modules", []string{"q_proj"}, "match no linear layer"},
+		{"megatron_core", "megatron.core", ""},
+		{"auto_mapping", map[string]string{"base_model_class": "LlamaForCausalLM"}, ""},
+	} {
+		var cfg map[string]any
+		if err := json.Unmarshal(data, &cfg); err != nil {
+			t.Fatal(err)
+		}
+		cfg[c.field] = c.value
+		dir := t.TempDir()
+		edited, _ := json.Marshal(cfg)
+		if err := os.WriteFile(filepath.Join(dir, AdapterConfigFile), edited, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		weights, _ := os.ReadFile(filepath.Join(good, AdapterWeightsFile))
+		if err := os.WriteFile(filepath.Join(dir, AdapterWeightsFile), weights, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := newTiny(t, "llama-gqa", 1).LoadAdapters(dir)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s = %v: %v, want it accepted", c.field, c.value, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), dir)):
+			t.Errorf("%s = %v: %v, want an error naming %s and %q", c.field, c.value, err, dir, c.want)
+		}
+	}
+}
+
+// sameSet reports whether a and b hold the same strings, in any order
+// (PEFT saves target_modules from a set).
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
+}
+
+// Excluded modules survive SaveAdapters and LoadAdapters: the adapter
+// written lists them as PEFT's exclude_modules and loads back as it was.
+func TestAdapterExcludeRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	seqs, _ := loraSeqs()
+	for _, l := range []LoRA{
+		{Rank: 2, Alpha: 4, Targets: []string{AllLinear}, Exclude: []string{"o_proj", "model.layers.1.mlp.up_proj"}},
+		{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "down_proj"}, ExcludePattern: `.*\.0\..*`},
+	} {
+		m := newTiny(t, "llama-gqa", 2)
+		if err := m.AddLoRA(l, 3); err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(m, 4)
+		want := map[string]bool{}
+		for _, mod := range m.lora.mods {
+			want[mod.path] = true
+			if strings.HasSuffix(mod.path, "o_proj") || mod.path == "model.layers.1.mlp.up_proj" || strings.HasPrefix(mod.path, "model.layers.0.") && l.ExcludePattern != "" {
+				t.Errorf("%+v: module %s is adapted", l, mod.path)
+			}
+		}
+		dir := t.TempDir()
+		if err := m.SaveAdapters(dir, ""); err != nil {
+			t.Fatal(err)
+		}
+		back := newTiny(t, "llama-gqa", 2)
+		if err := back.LoadAdapters(dir); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := back.LoRA(); !sameSet(got.Exclude, l.Exclude) || got.ExcludePattern != l.ExcludePattern || len(back.lora.mods) != len(want) {
+			t.Errorf("%+v: loads back as %+v with %d modules, want %d", l, got, len(back.lora.mods), len(want))
+		}
+		a, _ := m.Score(ctx, seqs, false)
+		b, _ := back.Score(ctx, seqs, false)
+		if !slices.EqualFunc(a.LogProbs, b.LogProbs, slices.Equal) {
+			t.Errorf("%+v: reloaded adapters score %v, saved %v", l, b.LogProbs, a.LogProbs)
+		}
+	}
+}

@@ -87,6 +87,12 @@ func (m *Model) SaveAdapters(dir, base string) error {
 	if err != nil {
 		return fmt.Errorf("model: save adapters: %w", err)
 	}
+	if len(ad.cfg.Layers) > 0 {
+		cfg.LayersToTransform, _ = json.Marshal(ad.cfg.Layers)
+	}
+	if len(ad.cfg.LayersPattern) > 0 {
+		cfg.LayersPattern, _ = json.Marshal(ad.cfg.LayersPattern)
+	}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return fmt.Errorf("model: save adapters: %w", err)
@@ -116,11 +122,12 @@ func IsAdapterDir(dir string) bool {
 // ReadAdapterConfig reads dir/adapter_config.json: the adapters'
 // configuration and the base model it names ("" if none): r, lora_alpha,
 // use_rslora, target_modules and exclude_modules (each a list of names or
-// one regular expression, matched as PEFT does). A field that
+// one regular expression), layers_to_transform and layers_pattern, matched
+// as PEFT does. A field that
 // would make PEFT compute something plain LoRA on the blocks' linear layers
 // does not is refused, naming the file and the field: DoRA, bias training
-// (bias, lora_bias), modules_to_save, trainable tokens, per-layer ranks,
-// alphas or layer subsets, layer replication, parameter targets, a task
+// (bias, lora_bias), modules_to_save, trainable tokens, per-module ranks
+// or alphas, layer replication, parameter targets, a task
 // other than CAUSAL_LM, the variants of PEFT that change
 // the forward pass (aLoRA, QALoRA, BD-LoRA, Arrow, KaSA, VeLoRA,
 // MonteCLoRA, MiCA) and initializations that rewrite the base weights
@@ -189,6 +196,22 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 	if l.Pattern == AllLinear { // PEFT's one string that is not a pattern
 		l.Pattern, l.Targets = "", []string{AllLinear}
 	}
+	if !emptyJSON(c.LayersToTransform) {
+		var one int
+		if err := json.Unmarshal(c.LayersToTransform, &one); err == nil {
+			l.Layers = []int{one}
+		} else if err := json.Unmarshal(c.LayersToTransform, &l.Layers); err != nil {
+			return LoRA{}, "", fmt.Errorf("model: adapter config %s: layers_to_transform is %s, want a block index or a list of them", path, compactJSON(c.LayersToTransform))
+		}
+	}
+	if !emptyJSON(c.LayersPattern) {
+		var one string
+		if err := json.Unmarshal(c.LayersPattern, &one); err == nil {
+			l.LayersPattern = []string{one}
+		} else if err := json.Unmarshal(c.LayersPattern, &l.LayersPattern); err != nil {
+			return LoRA{}, "", fmt.Errorf("model: adapter config %s: layers_pattern is %s, want a name or a list of names", path, compactJSON(c.LayersPattern))
+		}
+	}
 	if !emptyJSON(c.ExcludeModules) {
 		if err := json.Unmarshal(c.ExcludeModules, &l.ExcludePattern); err != nil {
 			l.ExcludePattern = ""
@@ -239,7 +262,7 @@ func emptyJSON(raw json.RawMessage) bool {
 // The fields of PEFT's LoraConfig (PEFT 0.21) that change what an adapter
 // computes unless they are empty or false.
 var peftUnsupported = []string{
-	"use_dora", "lora_bias", "modules_to_save", "layers_to_transform", "rank_pattern", "alpha_pattern",
+	"use_dora", "lora_bias", "modules_to_save", "rank_pattern", "alpha_pattern",
 	"trainable_token_indices", "layer_replication", "target_parameters",
 	"alora_invocation_tokens", "use_qalora", "use_bdlora", "arrow_config", "kasa_config", "velora_config",
 	"monteclora_config",
@@ -256,7 +279,7 @@ var peftPlainInits = []string{"gaussian", "eva", "orthogonal"}
 var peftKnown = append([]string{
 	"peft_type", "task_type", "base_model_name_or_path", "revision", "r", "lora_alpha", "lora_dropout",
 	"target_modules", "bias", "fan_in_fan_out", "use_rslora", "inference_mode", "init_lora_weights",
-	"exclude_modules", "layers_pattern", "loftq_config", "eva_config", "corda_config", "lora_ga_config", "megatron_config",
+	"exclude_modules", "layers_to_transform", "layers_pattern", "loftq_config", "eva_config", "corda_config", "lora_ga_config", "megatron_config",
 	"megatron_core", "qalora_group_size", "ensure_weight_tying", "auto_mapping", "peft_version",
 }, peftUnsupported...)
 

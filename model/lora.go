@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gomlx/compute/dtypes"
@@ -39,6 +40,14 @@ type LoRA struct {
 	// match (exclude_modules given as one string).
 	Exclude        []string
 	ExcludePattern string
+	// Layers, when set, limits the modules a Targets name selects by its
+	// last part (q_proj) to these blocks, as PEFT's layers_to_transform
+	// does; a target that is a module's whole path is adapted in any block.
+	// A module's block is the first number of its path that follows a part
+	// matching one of LayersPattern (PEFT's layers_pattern), or any part
+	// when LayersPattern is empty.
+	Layers        []int
+	LayersPattern []string
 }
 
 // AllLinear is the Targets entry that adapts every linear layer of the
@@ -68,6 +77,14 @@ func (c LoRA) Validate() error {
 	if c.Pattern != "" {
 		if _, err := regexp.Compile("^(?:" + c.Pattern + ")$"); err != nil {
 			return fmt.Errorf("model: LoRA target modules %q: not a regular expression: %v", c.Pattern, err)
+		}
+	}
+	if len(c.Layers) > 0 && (c.Pattern != "" || slices.Contains(c.Targets, AllLinear)) {
+		return fmt.Errorf("model: LoRA layers %v: need target modules given as names, not %q (as PEFT's layers_to_transform)", c.Layers, c.Pattern+strings.Join(c.Targets, ""))
+	}
+	for _, p := range c.LayersPattern {
+		if _, err := regexp.Compile(p); err != nil {
+			return fmt.Errorf("model: LoRA layers pattern %q: not a regular expression: %v", p, err)
 		}
 	}
 	if len(c.Exclude) > 0 && c.ExcludePattern != "" {
@@ -180,11 +197,43 @@ func (l LoRA) matcher() (func(string) bool, error) {
 	if l.Pattern == "" && slices.Contains(l.Targets, AllLinear) {
 		target = func(string) bool { return true }
 	}
+	if len(l.Layers) > 0 {
+		named, index := target, l.layerIndex()
+		target = func(path string) bool {
+			if slices.Contains(l.Targets, path) {
+				return true
+			}
+			n, ok := index(path)
+			return ok && named(path) && slices.Contains(l.Layers, n)
+		}
+	}
 	if len(l.Exclude) == 0 && l.ExcludePattern == "" {
 		return target, nil
 	}
 	exclude := namesOrPattern(l.Exclude, l.ExcludePattern)
 	return func(path string) bool { return target(path) && !exclude(path) }, nil
+}
+
+// layerIndex returns the block index PEFT reads from a module path for
+// layers_to_transform: the first number part after any part, or after a
+// part matching one of LayersPattern (checked by Validate).
+func (l LoRA) layerIndex() func(string) (int, bool) {
+	var res []*regexp.Regexp
+	if len(l.LayersPattern) == 0 {
+		res = append(res, regexp.MustCompile(`^.*?\.[^.]*\.(\d+)\.`))
+	}
+	for _, p := range l.LayersPattern {
+		res = append(res, regexp.MustCompile(`^(?:|.*?\.)(?:`+p+`)\.(\d+)\.`))
+	}
+	return func(path string) (int, bool) {
+		for _, re := range res {
+			if m := re.FindStringSubmatch(path); m != nil {
+				n, err := strconv.Atoi(m[1])
+				return n, err == nil
+			}
+		}
+		return 0, false
+	}
 }
 
 // namesOrPattern returns PEFT's test of a module path against a list of

@@ -48,13 +48,16 @@ func TestPEFTAdapters(t *testing.T) {
 				want: LoRA{Rank: 8, Alpha: 16, Exclude: []string{"o_proj", "gate_proj"}}},
 			{name: "exclude pattern", config: tc{"r": 4, "lora_alpha": 4, "target_modules": []string{"q_proj", "k_proj", "down_proj"}, "exclude_modules": `model\.layers\.0\..*`},
 				want: LoRA{Rank: 4, Alpha: 4, Targets: []string{"q_proj", "k_proj", "down_proj"}, ExcludePattern: `model\.layers\.0\..*`}},
+			{name: "layers", config: tc{"r": 4, "lora_alpha": 8, "target_modules": []string{"q_proj", "model.layers.0.mlp.up_proj"}, "layers_to_transform": 1, "layers_pattern": "layers"},
+				want: LoRA{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "model.layers.0.mlp.up_proj"}, Layers: []int{1}, LayersPattern: []string{"layers"}}},
+			{name: "layers list", config: tc{"r": 4, "lora_alpha": 8, "target_modules": []string{"v_proj", "down_proj"}, "layers_to_transform": []int{0}},
+				want: LoRA{Rank: 4, Alpha: 8, Targets: []string{"v_proj", "down_proj"}, Layers: []int{0}}},
 			{name: "dora", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "use_dora": true}, refuse: "use_dora is true"},
 			{name: "lora_bias", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "lora_bias": true}, refuse: "lora_bias is true"},
 			{name: "bias", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "bias": "all"}, refuse: `bias is "all"`},
 			{name: "modules_to_save", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "modules_to_save": []string{"lm_head"}}, refuse: "modules_to_save is"},
 			{name: "lm_head", config: tc{"r": 4, "target_modules": []string{"q_proj", "lm_head"}}, refuse: "is of lm_head, outside the blocks"},
 			{name: "embedding", config: tc{"r": 4, "target_modules": []string{"embed_tokens", "v_proj"}}, refuse: "is of model.embed_tokens, outside the blocks"},
-			{name: "layers_to_transform", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "layers_to_transform": []int{1}}, refuse: "layers_to_transform is [1]"},
 			{name: "rank_pattern", config: tc{"r": 4, "target_modules": []string{"q_proj", "v_proj"}, "rank_pattern": tc{"v_proj": 2}}, refuse: "rank_pattern is"},
 			{name: "alpha_pattern", config: tc{"r": 4, "target_modules": []string{"q_proj", "v_proj"}, "alpha_pattern": tc{"v_proj": 2}}, refuse: "alpha_pattern is"},
 			{name: "pissa", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "init_lora_weights": "pissa"}, refuse: `init_lora_weights is "pissa"`},
@@ -64,6 +67,8 @@ func TestPEFTAdapters(t *testing.T) {
 			{name: "all-linear", config: tc{"r": 8, "lora_alpha": 16, "target_modules": "all-linear"}, want: LoRA{Rank: 8, Alpha: 16}},
 			{name: "names rslora", config: tc{"r": 4, "lora_alpha": 3, "target_modules": []string{"c_attn", "mlp.c_proj"}, "use_rslora": true},
 				want: LoRA{Rank: 4, Alpha: 3, Targets: []string{"c_attn", "mlp.c_proj"}, RSLoRA: true}},
+			{name: "layers", config: tc{"r": 4, "lora_alpha": 8, "target_modules": []string{"c_attn", "c_fc"}, "layers_to_transform": []int{0}, "layers_pattern": []string{"h"}},
+				want: LoRA{Rank: 4, Alpha: 8, Targets: []string{"c_attn", "c_fc"}, Layers: []int{0}, LayersPattern: []string{"h"}}},
 		}},
 	} {
 		t.Run(base.model, func(t *testing.T) {
@@ -117,6 +122,7 @@ func TestPEFTAdapters(t *testing.T) {
 				got, _ := m.LoRA()
 				if want := c.want; got.Rank != want.Rank || got.Alpha != want.Alpha || got.RSLoRA != want.RSLoRA || got.Pattern != want.Pattern ||
 					got.ExcludePattern != want.ExcludePattern || !sameSet(got.Exclude, want.Exclude) ||
+					!slices.Equal(got.Layers, want.Layers) || !slices.Equal(got.LayersPattern, want.LayersPattern) ||
 					(want.Targets != nil && !sameSet(got.Targets, want.Targets)) {
 					t.Errorf("%s: read as %+v, want %+v", c.name, got, want)
 				}
@@ -181,6 +187,9 @@ func TestAdapterConfigFields(t *testing.T) {
 		{"some_new_option", 0.5, "field some_new_option is 0.5: not a PEFT option hacrl knows"},
 		{"some_new_option", nil, ""},
 		{"exclude_modules", 7, "exclude_modules is 7, want a list"},
+		{"layers_to_transform", "x", `layers_to_transform is "x", want a block index`},
+		{"layers_to_transform", 5, "match no linear layer"},
+		{"layers_pattern", 3, "layers_pattern is 3, want a name"},
 		{"exclude_modules", []string{"q_proj"}, "match no linear layer"},
 		{"megatron_core", "megatron.core", ""},
 		{"auto_mapping", map[string]string{"base_model_class": "LlamaForCausalLM"}, ""},
@@ -215,26 +224,37 @@ func sameSet(a, b []string) bool {
 	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
 }
 
-// Excluded modules survive SaveAdapters and LoadAdapters: the adapter
-// written lists them as PEFT's exclude_modules and loads back as it was.
-func TestAdapterExcludeRoundTrip(t *testing.T) {
+// Exclusions and block subsets survive SaveAdapters and LoadAdapters: the
+// adapter written lists them as PEFT's exclude_modules, layers_to_transform
+// and layers_pattern, and loads back as it was.
+func TestAdapterSubsetsRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	seqs, _ := loraSeqs()
-	for _, l := range []LoRA{
-		{Rank: 2, Alpha: 4, Targets: []string{AllLinear}, Exclude: []string{"o_proj", "model.layers.1.mlp.up_proj"}},
-		{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "down_proj"}, ExcludePattern: `.*\.0\..*`},
+	for _, c := range []struct {
+		l    LoRA
+		mods []string // the adapted modules, in block order
+	}{
+		{LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}, Exclude: []string{"o_proj", "gate_proj", "model.layers.1.mlp.up_proj", "down_proj"}},
+			[]string{"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.v_proj", "model.layers.0.mlp.up_proj",
+				"model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.k_proj", "model.layers.1.self_attn.v_proj"}},
+		{LoRA{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "down_proj"}, ExcludePattern: `.*\.0\..*`},
+			[]string{"model.layers.1.self_attn.q_proj", "model.layers.1.mlp.down_proj"}},
+		{LoRA{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "model.layers.0.mlp.up_proj"}, Layers: []int{1}, LayersPattern: []string{"layers"}},
+			[]string{"model.layers.0.mlp.up_proj", "model.layers.1.self_attn.q_proj"}},
+		{LoRA{Rank: 2, Alpha: 4, Targets: []string{"v_proj"}, Layers: []int{0}},
+			[]string{"model.layers.0.self_attn.v_proj"}},
 	} {
 		m := newTiny(t, "llama-gqa", 2)
-		if err := m.AddLoRA(l, 3); err != nil {
+		if err := m.AddLoRA(c.l, 3); err != nil {
 			t.Fatal(err)
 		}
 		randomizeB(m, 4)
-		want := map[string]bool{}
+		var mods []string
 		for _, mod := range m.lora.mods {
-			want[mod.path] = true
-			if strings.HasSuffix(mod.path, "o_proj") || mod.path == "model.layers.1.mlp.up_proj" || strings.HasPrefix(mod.path, "model.layers.0.") && l.ExcludePattern != "" {
-				t.Errorf("%+v: module %s is adapted", l, mod.path)
-			}
+			mods = append(mods, mod.path)
+		}
+		if !slices.Equal(mods, c.mods) {
+			t.Errorf("%+v: adapts %v, want %v", c.l, mods, c.mods)
 		}
 		dir := t.TempDir()
 		if err := m.SaveAdapters(dir, ""); err != nil {
@@ -244,13 +264,15 @@ func TestAdapterExcludeRoundTrip(t *testing.T) {
 		if err := back.LoadAdapters(dir); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := back.LoRA(); !sameSet(got.Exclude, l.Exclude) || got.ExcludePattern != l.ExcludePattern || len(back.lora.mods) != len(want) {
-			t.Errorf("%+v: loads back as %+v with %d modules, want %d", l, got, len(back.lora.mods), len(want))
+		got, _ := back.LoRA()
+		if !sameSet(got.Exclude, c.l.Exclude) || got.ExcludePattern != c.l.ExcludePattern || !slices.Equal(got.Layers, c.l.Layers) ||
+			!slices.Equal(got.LayersPattern, c.l.LayersPattern) || len(back.lora.mods) != len(c.mods) {
+			t.Errorf("%+v: loads back as %+v with %d modules, want %d", c.l, got, len(back.lora.mods), len(c.mods))
 		}
 		a, _ := m.Score(ctx, seqs, false)
 		b, _ := back.Score(ctx, seqs, false)
 		if !slices.EqualFunc(a.LogProbs, b.LogProbs, slices.Equal) {
-			t.Errorf("%+v: reloaded adapters score %v, saved %v", l, b.LogProbs, a.LogProbs)
+			t.Errorf("%+v: reloaded adapters score %v, saved %v", c.l, b.LogProbs, a.LogProbs)
 		}
 	}
 }

@@ -166,6 +166,19 @@
 // accumulator and moments are the adapters' size. The adapters move
 // between host and tensors with the base parameters, one copy at a time.
 //
+// SaveAdapters and LoadAdapters (adapter_files.go) write and read PEFT's
+// adapter directories. PEFT's PeftModel.from_pretrained scores hacrl's
+// adapters, and hacrl PEFT's, within 1e-4 in float32 (a few 1e-7 on tiny
+// models, a few 1e-6 on full-vocabulary stand-ins), and hacrl merge equals
+// PEFT's merge_and_unload within a few float32 roundings (peft_test.go,
+// cmd/hacrl/peft_test.go). LoadAdapters honours target_modules and
+// exclude_modules (names or a regular expression), layers_to_transform,
+// layers_pattern and use_rslora, and refuses what plain LoRA on the
+// blocks' linear layers cannot compute (DoRA, bias training,
+// modules_to_save, LM head or embedding adapters, per-module ranks, PEFT's
+// other variants, initializations that rewrite the base) by the file and
+// the field.
+//
 // # Memory
 //
 // A float32 model holds one copy of its parameters (host.go): on the host,

@@ -258,6 +258,12 @@ eval: {every: 0, sets: []}
 			if !ok {
 				t.Errorf("%s: hacrl score --adapter of PEFT's adapter (use_rslora %v): %v, PEFT %v (max |Δ| %g > %g)", base.name, rs, got, want, d, peftTol)
 			}
+			if rs { // the adapter directory alone: its base is PEFT's base_model_name_or_path
+				got := hacrlScore(t, in, dir)
+				if d, ok := closeTo(got, want, peftTol); !ok {
+					t.Errorf("%s: hacrl score of PEFT's adapter directory: %v, PEFT %v (max |Δ| %g > %g)", base.name, got, want, d, peftTol)
+				}
+			}
 			if err := m.LoadAdapters(dir); err != nil {
 				t.Fatalf("%s: model.LoadAdapters of PEFT's adapter: %v", base.name, err)
 			}

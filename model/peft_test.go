@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/hacrl/hacrl/internal/pyenv"
+	"github.com/hacrl/hacrl/safetensors"
 )
 
 // peftCase is one adapter PEFT writes (testdata/peft_adapters.py): the
@@ -20,6 +21,7 @@ import (
 type peftCase struct {
 	name   string
 	config map[string]any
+	dtype  string // the adapter file's ("": float32)
 	want   LoRA   // read from adapter_config.json
 	refuse string // or: the error names this
 }
@@ -52,6 +54,7 @@ func TestPEFTAdapters(t *testing.T) {
 				want: LoRA{Rank: 4, Alpha: 8, Targets: []string{"q_proj", "model.layers.0.mlp.up_proj"}, Layers: []int{1}, LayersPattern: []string{"layers"}}},
 			{name: "layers list", config: tc{"r": 4, "lora_alpha": 8, "target_modules": []string{"v_proj", "down_proj"}, "layers_to_transform": []int{0}},
 				want: LoRA{Rank: 4, Alpha: 8, Targets: []string{"v_proj", "down_proj"}, Layers: []int{0}}},
+			{name: "bfloat16", config: tc{"r": 8, "lora_alpha": 16, "target_modules": "all-linear"}, dtype: "bfloat16", want: LoRA{Rank: 8, Alpha: 16}},
 			{name: "dora", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "use_dora": true}, refuse: "use_dora is true"},
 			{name: "lora_bias", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "lora_bias": true}, refuse: "lora_bias is true"},
 			{name: "bias", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "bias": "all"}, refuse: `bias is "all"`},
@@ -85,7 +88,7 @@ func TestPEFTAdapters(t *testing.T) {
 			}
 			var cases []map[string]any
 			for _, c := range base.cases {
-				cases = append(cases, map[string]any{"name": c.name, "out": filepath.Join(tmp, c.name), "config": c.config, "b_std": 0.4})
+				cases = append(cases, map[string]any{"name": c.name, "out": filepath.Join(tmp, c.name), "config": c.config, "b_std": 0.4, "dtype": c.dtype})
 			}
 			var res struct {
 				Results []struct{ LogProbs [][]float64 }
@@ -104,6 +107,17 @@ func TestPEFTAdapters(t *testing.T) {
 			}
 			for i, c := range base.cases {
 				dir := filepath.Join(tmp, c.name)
+				if c.dtype == "bfloat16" {
+					st, _, err := safetensors.Read(filepath.Join(dir, AdapterWeightsFile))
+					for name, v := range st {
+						if v.DType != "BF16" {
+							t.Errorf("%s: PEFT saved %s as %s, want BF16", c.name, name, v.DType)
+						}
+					}
+					if err != nil || len(st) == 0 {
+						t.Errorf("%s: %d tensors (%v)", c.name, len(st), err)
+					}
+				}
 				err := m.LoadAdapters(dir)
 				if c.refuse != "" {
 					file := filepath.Join(dir, AdapterConfigFile)

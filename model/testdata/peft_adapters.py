@@ -8,7 +8,8 @@ the base with transformers' AutoModelForCausalLM in float32, wraps it with
 PEFT's get_peft_model(LoraConfig(**config)) (a string target_modules is
 PEFT's regular expression), draws every lora_B (and lora_embedding_B)
 weight from N(0, b_std²) so that the adapter changes the model, saves it
-with save_pretrained to "out", loads it back onto a fresh base with
+with save_pretrained to "out" (in bfloat16 when the case's "dtype" says
+so: PEFT loads it back upcast to float32), loads it back onto a fresh base with
 PeftModel.from_pretrained and prints, per case, the log-probs of each
 sequence's response tokens (float32 logits, log-softmax in float64):
 {"results": [{"logprobs": [[...]]}]}.
@@ -46,6 +47,8 @@ def main():
             for name, p in m.named_parameters():
                 if "lora_B" in name or "lora_embedding_B" in name:
                     p.normal_(0, case["b_std"])
+        if case.get("dtype") == "bfloat16":  # as PEFT saves an adapter trained in bfloat16
+            m = m.to(torch.bfloat16)
         m.save_pretrained(case["out"])
         back = PeftModel.from_pretrained(base_model(req["base"]), case["out"]).eval()
         results.append({"logprobs": score(back, req["seqs"])})

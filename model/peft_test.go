@@ -28,10 +28,11 @@ type peftCase struct {
 
 // Adapters PEFT itself writes, with the options users choose, load with
 // LoadAdapters and score as PEFT's PeftModel.from_pretrained does on both
-// engines (within 1e-4, float32 on both sides), on a Qwen3-style and a GPT-2 base (Conv1D
-// layers, PEFT's fan_in_fan_out) saved by hacrl and read by transformers;
-// those hacrl cannot represent are refused by an error naming the file
-// and the field or tensor.
+// engines (within 1e-4, float32 on both sides): on a Qwen3-style and a
+// GPT-2 base saved by hacrl and read by transformers, and on a GPT-2 of
+// the published config (full vocabulary) that transformers writes (Conv1D
+// layers: PEFT's fan_in_fan_out). Those hacrl cannot represent are refused
+// by an error naming the file and the field or tensor.
 func TestPEFTAdapters(t *testing.T) {
 	pyenv.Python(t)
 	type tc = map[string]any
@@ -66,6 +67,10 @@ func TestPEFTAdapters(t *testing.T) {
 			{name: "pissa", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "init_lora_weights": "pissa"}, refuse: `init_lora_weights is "pissa"`},
 			{name: "trainable tokens", config: tc{"r": 4, "target_modules": []string{"q_proj"}, "trainable_token_indices": []int{3, 5}}, refuse: "trainable_token_indices is"},
 		}},
+		{"gpt2-published", []peftCase{
+			{name: "all-linear rslora", config: tc{"r": 8, "lora_alpha": 16, "target_modules": "all-linear", "use_rslora": true}, want: LoRA{Rank: 8, Alpha: 16, RSLoRA: true}},
+			{name: "names", config: tc{"r": 8, "lora_alpha": 16, "target_modules": []string{"c_attn", "attn.c_proj"}, "init_lora_weights": false}, want: LoRA{Rank: 8, Alpha: 16, Targets: []string{"c_attn", "attn.c_proj"}}},
+		}},
 		{"gpt-tanh", []peftCase{
 			{name: "all-linear", config: tc{"r": 8, "lora_alpha": 16, "target_modules": "all-linear"}, want: LoRA{Rank: 8, Alpha: 16}},
 			{name: "names rslora", config: tc{"r": 4, "lora_alpha": 3, "target_modules": []string{"c_attn", "mlp.c_proj"}, "use_rslora": true},
@@ -78,7 +83,10 @@ func TestPEFTAdapters(t *testing.T) {
 			ctx := context.Background()
 			tmp := t.TempDir()
 			baseDir := filepath.Join(tmp, "base")
-			if err := newTiny(t, base.model, 5).Save(baseDir); err != nil {
+			req := map[string]any{"base": baseDir}
+			if base.model == "gpt2-published" { // transformers writes it
+				req["gpt2"] = map[string]int{"n_layer": 2, "n_embd": 64, "n_head": 4}
+			} else if err := newTiny(t, base.model, 5).Save(baseDir); err != nil {
 				t.Fatal(err)
 			}
 			seqs, _ := loraSeqs()
@@ -93,7 +101,8 @@ func TestPEFTAdapters(t *testing.T) {
 			var res struct {
 				Results []struct{ LogProbs [][]float64 }
 			}
-			pyenv.Run(t, "testdata/peft_adapters.py", map[string]any{"base": baseDir, "seqs": pseqs, "cases": cases}, &res)
+			req["seqs"], req["cases"] = pseqs, cases
+			pyenv.Run(t, "testdata/peft_adapters.py", req, &res)
 			if len(res.Results) != len(base.cases) {
 				t.Fatalf("peft_adapters.py: %d results for %d cases", len(res.Results), len(base.cases))
 			}

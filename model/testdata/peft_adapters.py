@@ -13,13 +13,19 @@ so: PEFT loads it back upcast to float32), loads it back onto a fresh base with
 PeftModel.from_pretrained and prints, per case, the log-probs of each
 sequence's response tokens (float32 logits, log-softmax in float64):
 {"results": [{"logprobs": [[...]]}]}.
+
+With "gpt2": {GPT2Config keyword arguments} it first writes the base: a
+GPT2LMHeadModel of the published GPT-2 config (GPT2Config's defaults: the
+full 50257-token vocabulary, gelu_new, tied embeddings) with the given
+sizes, its random weights (biases and norm gains included) moved by
+N(0, 0.02²), saved in float32 with save_pretrained.
 """
 import json
 import sys
 
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel
 
 
 def base_model(path):
@@ -39,6 +45,13 @@ def score(m, seqs):
 
 def main():
     req = json.load(sys.stdin)
+    if "gpt2" in req:
+        torch.manual_seed(7)
+        g = GPT2LMHeadModel(GPT2Config(**req["gpt2"]))
+        with torch.no_grad():
+            for p in g.parameters():
+                p.add_(torch.randn_like(p) * 0.02)
+        g.save_pretrained(req["base"])
     results = []
     for i, case in enumerate(req["cases"]):
         torch.manual_seed(100 + i)

@@ -126,9 +126,10 @@ func float64s(v [][]float32) [][]float64 {
 //     alpha 16, all-linear; rsLoRA on the Llama agent): PEFT's
 //     PeftModel.from_pretrained(base, OUT/final/<agent>) scores what hacrl
 //     score of the adapter directory does, within 1e-4;
-//   - `hacrl merge` of each trained adapter equals PEFT's merge_and_unload
-//     saved with save_pretrained: every weight within float32 rounding, and
-//     the log-probs of both merged checkpoints within 1e-4;
+//   - `hacrl merge` of each trained adapter, and of PEFT's own rsLoRA
+//     adapter on GPT-2, equals PEFT's merge_and_unload saved with save_pretrained:
+//     every weight within float32 rounding, and the log-probs of both
+//     merged checkpoints within 1e-4;
 //   - adapters PEFT makes and saves itself (r 8, lora_alpha 16,
 //     target_modules all-linear, with and without use_rslora, B drawn at
 //     random) score in hacrl — hacrl score --adapter and model.LoadAdapters
@@ -186,6 +187,7 @@ eval: {every: 0, sets: []}
 
 	// PEFT: its own adapters, its reading of the trained ones, its merge.
 	var jobs []map[string]any
+	madeMerge := -1 // the job that merges PEFT's own adapter
 	for i, base := range bases {
 		for _, rs := range []bool{false, true} {
 			jobs = append(jobs, map[string]any{"op": "make", "base": base.dir, "out": filepath.Join(tmp, "peft", fmt.Sprintf("%s-rslora-%v", base.name, rs)),
@@ -194,11 +196,16 @@ eval: {every: 0, sets: []}
 		final := filepath.Join(out, "final", base.name)
 		jobs = append(jobs, map[string]any{"op": "score", "base": base.dir, "adapter": final, "seqs": base.seqs},
 			map[string]any{"op": "merge", "base": base.dir, "adapter": final, "out": filepath.Join(tmp, "peft-merged", base.name), "seqs": base.seqs})
+		if base.name == "gpt2" { // PEFT's own adapter merged too: Conv1D, rsLoRA, PEFT's config
+			madeMerge = len(jobs)
+			jobs = append(jobs, map[string]any{"op": "merge", "base": base.dir, "adapter": filepath.Join(tmp, "peft", base.name+"-rslora-true"),
+				"out": filepath.Join(tmp, "peft-merged", base.name+"-rslora-true"), "seqs": base.seqs})
+		}
 	}
 	res := peftJobs(t, jobs)
 
 	for i, base := range bases {
-		made, trained, merged := res[4*i:4*i+2], res[4*i+2], res[4*i+3]
+		made, trained, merged := res[4*i:4*i+2], res[4*i+2], res[4*i+3] // gpt2, last, has a fifth
 		in := scoreFile(t, tmp, base.name, base.seqs)
 		plain := hacrlScore(t, in, base.dir)
 
@@ -258,10 +265,24 @@ eval: {every: 0, sets: []}
 			if !ok {
 				t.Errorf("%s: hacrl score --adapter of PEFT's adapter (use_rslora %v): %v, PEFT %v (max |Δ| %g > %g)", base.name, rs, got, want, d, peftTol)
 			}
-			if rs { // the adapter directory alone: its base is PEFT's base_model_name_or_path
+			if rs {
+				// The adapter directory alone: its base is PEFT's base_model_name_or_path.
 				got := hacrlScore(t, in, dir)
 				if d, ok := closeTo(got, want, peftTol); !ok {
 					t.Errorf("%s: hacrl score of PEFT's adapter directory: %v, PEFT %v (max |Δ| %g > %g)", base.name, got, want, d, peftTol)
+				}
+			}
+			if rs && base.name == "gpt2" {
+				mergedMade := res[madeMerge]
+				// hacrl merge of PEFT's rsLoRA adapter against PEFT's merge of it.
+				hm := filepath.Join(tmp, "hacrl-merged", base.name+"-rslora-true")
+				if _, stderr, code := runHacrl(t, "merge", "--adapter", dir, "--base", base.dir, "--out", hm, "--dtype", "float32"); code != 0 {
+					t.Fatalf("%s: hacrl merge of PEFT's adapter: exit status %d: %s", base.name, code, stderr)
+				}
+				compareWeights(t, base.name+" (PEFT's rsLoRA adapter)", hm, filepath.Join(tmp, "peft-merged", base.name+"-rslora-true"))
+				got = hacrlScore(t, in, hm)
+				if d, ok := closeTo(got, mergedMade.LogProbs, peftTol); !ok {
+					t.Errorf("%s: hacrl merge of PEFT's adapter scores %v, PEFT's merge %v (max |Δ| %g > %g)", base.name, got, mergedMade.LogProbs, d, peftTol)
 				}
 			}
 			if err := m.LoadAdapters(dir); err != nil {

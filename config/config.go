@@ -613,9 +613,11 @@ type Template struct {
 	// Kind is plain (the question as plain text), chat (ChatML, with the
 	// tokenizer's <|im_start|>/<|im_end|> tokens) or hf (the checkpoint's
 	// own Jinja chat_template, from the tokenizer_config.json beside its
-	// tokenizer.json, with add_generation_prompt; responses end at its
-	// end-of-turn token such as <|im_end|> or <|eot_id|>).
-	Kind string `yaml:"kind,omitempty" json:"kind,omitempty" derived:"plain for a new model; an agent from a checkpoint (in a train config): the checkpoint's (its agent.json), else plain"`
+	// tokenizer.json or the chat_template.jinja that replaces it, with
+	// add_generation_prompt; responses end at its end-of-turn token such as
+	// <|im_end|> or <|eot_id|>). A checkpoint with a chat template and no
+	// agent.json is prompted with its template; plain on request.
+	Kind string `yaml:"kind,omitempty" json:"kind,omitempty" derived:"plain for a new model; an agent from a checkpoint: the checkpoint's (its agent.json); without agent.json, hf when the checkpoint has a chat template (chat_template in its tokenizer_config.json, or a chat_template.jinja), else plain; plain only on request"`
 	// System is the system message; none when empty.
 	System string `yaml:"system,omitempty" json:"system,omitempty"`
 	// Vars are extra variables of an hf template, such as Qwen3's

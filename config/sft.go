@@ -24,7 +24,7 @@ type SFT struct {
 	// Tokenizer says where the agent's tokenizer comes from (with a new model).
 	Tokenizer SFTTokenizer `yaml:"tokenizer,omitempty"`
 	// Template is the prompt template the agent learns with (and is saved
-	// with); its kind defaults to plain here.
+	// with); its kind defaults as in a train config's agent.
 	Template Template `yaml:"template,omitempty"`
 	// Task is a generated task whose worked solutions are learned; give
 	// exactly one of task or dataset.
@@ -105,7 +105,8 @@ func ParseSFT(data []byte) (*SFT, error) {
 
 func (s *SFT) applyDefaults() {
 	fillDefaults(reflect.ValueOf(s).Elem())
-	if s.Template.Kind == "" {
+	// A checkpoint keeps an empty kind: its template (sft resolves it).
+	if s.Template.Kind == "" && s.Model != nil {
 		s.Template.Kind = "plain"
 	}
 	if s.Model != nil {
@@ -171,7 +172,7 @@ func (s *SFT) validate(lines map[string]int) error {
 		bad("examples", "required for a generated task (how many distinct training problems)")
 	}
 	validateOptimizer("optimizer", s.Optimizer, bad)
-	validateTemplate("template", s.Template, true, bad)
+	validateTemplate("template", s.Template, s.Model != nil, bad)
 	if s.Model != nil {
 		validateModel("model", s.Model, bad)
 	}

@@ -4,11 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
 	gonjacfg "github.com/nikolalohinski/gonja/v2/config"
@@ -20,15 +23,24 @@ import (
 // beside its tokenizer.json.
 const ConfigFile = "tokenizer_config.json"
 
+// ChatTemplateFile is the chat template as a file of its own beside
+// tokenizer_config.json, as transformers 5's save_pretrained writes it. When
+// present it replaces the config's chat_template, as in transformers.
+const ChatTemplateFile = "chat_template.jinja"
+
 // TokenizerConfig is what hacrl reads of a Hugging Face
 // tokenizer_config.json: the chat template and the special tokens.
 type TokenizerConfig struct {
 	// Path is the file the config was read from (for errors).
 	Path string
-	// ChatTemplate is the Jinja chat template: chat_template when it is a
-	// string, or the entry named "default" when it is a list of
-	// {name, template}; "" when the file has none.
+	// ChatTemplate is the Jinja chat template: the text of the
+	// chat_template.jinja beside the config when there is one, else
+	// chat_template when it is a string, or the entry named "default" when
+	// it is a list of {name, template}; "" when there is none.
 	ChatTemplate string
+	// TemplatePath is the file ChatTemplate was read from: Path, or the
+	// chat_template.jinja beside it.
+	TemplatePath string
 	// BOS, EOS and PAD are the contents of bos_token, eos_token and
 	// pad_token; "" when absent or null.
 	BOS, EOS, PAD string
@@ -38,12 +50,26 @@ type TokenizerConfig struct {
 	AddedTokens map[int]string
 	// Raw is the file's bytes, to save beside a checkpoint unchanged.
 	Raw []byte
+	// RawTemplate is the bytes of the chat_template.jinja beside it; nil
+	// when there is none.
+	RawTemplate []byte
 }
 
-// ReadTokenizerConfig reads a tokenizer_config.json. Errors name the file
-// and the field.
+// ReadTokenizerConfig reads a tokenizer_config.json and the
+// chat_template.jinja beside it, whose template replaces the config's
+// chat_template (transformers reads them so). A missing config with a
+// chat_template.jinja beside it reads as an empty config with that
+// template. Errors name the file and the field.
 func ReadTokenizerConfig(path string) (*TokenizerConfig, error) {
+	jinjaPath := filepath.Join(filepath.Dir(path), ChatTemplateFile)
+	jinja, err := os.ReadFile(jinjaPath)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
 	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && jinja != nil {
+		data, err = []byte("{}"), nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
@@ -52,7 +78,52 @@ func ReadTokenizerConfig(path string) (*TokenizerConfig, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 	}
 	c.Path = path
+	if c.ChatTemplate != "" {
+		c.TemplatePath = path
+	}
+	if jinja != nil {
+		if !utf8.Valid(jinja) {
+			return nil, fmt.Errorf("tokenizer: %s: not UTF-8 text", jinjaPath)
+		}
+		c.ChatTemplate, c.TemplatePath, c.RawTemplate = string(jinja), jinjaPath, jinja
+	}
 	return c, nil
+}
+
+// HasChatTemplate reports whether the Hugging Face tokenizer files in dir
+// carry a chat template: a chat_template.jinja, or a tokenizer_config.json
+// with a chat_template. A config that cannot be read is an error naming
+// it; no config at all is false.
+func HasChatTemplate(dir string) (bool, error) {
+	path := filepath.Join(dir, ConfigFile)
+	if _, err := os.Stat(filepath.Join(dir, ChatTemplateFile)); err == nil {
+		return true, nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	c, err := ReadTokenizerConfig(path)
+	if err != nil {
+		return false, err
+	}
+	return c.ChatTemplate != "", nil
+}
+
+// TemplateFiles returns the tokenizer_config.json and chat_template.jinja
+// of dir that exist, by name, to save beside a checkpoint unchanged.
+func TemplateFiles(dir string) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for _, name := range []string{ConfigFile, ChatTemplateFile} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tokenizer: %w", err)
+		}
+		files[name] = data
+	}
+	return files, nil
 }
 
 func parseTokenizerConfig(data []byte) (*TokenizerConfig, error) {
@@ -137,8 +208,8 @@ type Message struct {
 // depend on the day: such templates fall back to their fixed date unless a
 // date_string variable is given). It is safe for concurrent use.
 type ChatTemplate struct {
-	source   string // where the template came from, for errors
-	config   []byte // the tokenizer_config.json it came from (LoadChatTemplate)
+	source   string            // where the template came from, for errors
+	files    map[string][]byte // the files it came from, by name (LoadChatTemplate)
 	bos, eos string
 	mu       sync.Mutex
 	tpl      *exec.Template
@@ -188,29 +259,36 @@ func NewChatTemplate(source, text, bos, eos string) (*ChatTemplate, error) {
 }
 
 // LoadChatTemplate reads the chat template and special tokens of a
-// tokenizer_config.json and compiles the template.
+// tokenizer_config.json (the template from the chat_template.jinja beside
+// it when there is one, see ReadTokenizerConfig) and compiles the
+// template.
 func LoadChatTemplate(path string) (*ChatTemplate, *TokenizerConfig, error) {
 	c, err := ReadTokenizerConfig(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	if c.ChatTemplate == "" {
-		return nil, c, fmt.Errorf("tokenizer: %s: no chat_template", path)
+		return nil, c, fmt.Errorf("tokenizer: %s: no chat_template (and no %s beside it)", path, ChatTemplateFile)
 	}
-	t, err := NewChatTemplate(path, c.ChatTemplate, c.BOS, c.EOS)
+	t, err := NewChatTemplate(c.TemplatePath, c.ChatTemplate, c.BOS, c.EOS)
 	if err != nil {
 		return nil, c, err
 	}
-	t.config = c.Raw
+	t.files = map[string][]byte{ConfigFile: c.Raw}
+	if c.RawTemplate != nil {
+		t.files[ChatTemplateFile] = c.RawTemplate
+	}
 	return t, c, nil
 }
 
-// Source is where the template came from.
+// Source is the file the template came from: a tokenizer_config.json or a
+// chat_template.jinja.
 func (c *ChatTemplate) Source() string { return c.source }
 
-// Config returns the bytes of the tokenizer_config.json the template was
-// loaded from (nil for NewChatTemplate), to save beside a checkpoint.
-func (c *ChatTemplate) Config() []byte { return c.config }
+// Files returns the files the template was loaded from by name — the
+// tokenizer_config.json and any chat_template.jinja (nil for
+// NewChatTemplate) — to save beside a checkpoint.
+func (c *ChatTemplate) Files() map[string][]byte { return c.files }
 
 // reserved are the template variables Render sets itself.
 var reserved = []string{"messages", "add_generation_prompt", "bos_token", "eos_token", "raise_exception"}

@@ -2,9 +2,8 @@ package train
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,11 +37,11 @@ type Agent struct {
 	// the adapter files it saves.
 	BaseDir string
 
-	// tokConfig is the tokenizer_config.json found beside the agent's
-	// tokenizer.json (nil when there is none), saved with the agent so that
-	// a Hugging Face checkpoint keeps its special tokens and chat template
-	// whatever template the agent prompted with.
-	tokConfig []byte
+	// tokFiles are the tokenizer_config.json and chat_template.jinja found
+	// beside the agent's tokenizer.json, by name, saved with the agent so
+	// that a Hugging Face checkpoint keeps its special tokens and chat
+	// template whatever template the agent prompted with.
+	tokFiles map[string][]byte
 	// rollout samples the agent's rollouts when not its own model
 	// in-process (nil): a server's client (engines.go).
 	rollout rolloutengine.Engine
@@ -61,11 +60,30 @@ type Meta struct {
 }
 
 // ReadMeta reads dir/agent.json; a checkpoint without one (a Hugging Face
-// model, say) gets a plain template and default sampling. A template kind
-// other than plain, chat or hf is an error naming the file.
+// model, say) gets default sampling and the template DefaultTemplateKind
+// gives dir: its own chat template (kind hf) when it has one, else plain.
+// A template kind other than plain, chat or hf is an error naming the file.
 func ReadMeta(dir string) (Meta, error) {
 	m, _, err := readMeta(dir)
 	return m, err
+}
+
+// DefaultTemplateKind is the template kind of a checkpoint without
+// agent.json whose tokenizer files are in tokDir: hf when they carry a chat
+// template (a chat_template.jinja, or a tokenizer_config.json with a
+// chat_template), as transformers' apply_chat_template and vLLM's chat
+// endpoint prompt it; plain otherwise. A checkpoint with an agent.json
+// prompts as it says; --template plain (template: {kind: plain} in a
+// config) asks for plain prompts explicitly.
+func DefaultTemplateKind(tokDir string) (string, error) {
+	ok, err := tokenizer.HasChatTemplate(tokDir)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return tokenizer.KindHF, nil
+	}
+	return tokenizer.KindPlain, nil
 }
 
 // readMeta is ReadMeta that also reports whether dir has an agent.json.
@@ -76,6 +94,9 @@ func readMeta(dir string) (Meta, bool, error) {
 	path := filepath.Join(dir, "agent.json")
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
+		if m.Template.Kind, err = DefaultTemplateKind(dir); err != nil {
+			return m, false, err
+		}
 		return m, false, nil
 	}
 	if err != nil {
@@ -96,11 +117,14 @@ func readMeta(dir string) (Meta, bool, error) {
 
 // AgentTemplate is the prompt template an agent uses: the config's when it
 // names a kind; otherwise, for a checkpoint, the template saved in its
-// agent.json (a system text in the config still replaces the saved one),
-// and plain for a new model or a checkpoint without agent.json. A config
-// kind or system text that differs from a checkpoint's saved one is
-// honoured and described in note, for the log; note is "" otherwise.
-func AgentTemplate(t config.Template, checkpoint string) (tmpl tokenizer.Template, note string, err error) {
+// agent.json (a system text in the config still replaces the saved one);
+// for a checkpoint without agent.json, its own chat template (kind hf) when
+// its tokenizer files carry one (see DefaultTemplateKind; tokPath is the
+// agent's tokenizer.json, "" for the checkpoint's), else plain; and plain
+// for a new model. A config kind or system text that differs from a
+// checkpoint's saved one is honoured and described in note, for the log,
+// as is a checkpoint's chat template taken by default; note is "" otherwise.
+func AgentTemplate(t config.Template, checkpoint, tokPath string) (tmpl tokenizer.Template, note string, err error) {
 	tmpl = tokenizer.Template{Kind: t.Kind, System: t.System, Vars: t.Vars}
 	saved, found := Meta{}, false
 	if checkpoint != "" {
@@ -110,10 +134,23 @@ func AgentTemplate(t config.Template, checkpoint string) (tmpl tokenizer.Templat
 	}
 	switch {
 	case !found:
-		if tmpl.Kind == "" {
-			tmpl.Kind = tokenizer.KindPlain
+		if tmpl.Kind != "" {
+			return tmpl, "", nil
 		}
-		return tmpl, "", nil
+		tmpl.Kind = tokenizer.KindPlain
+		if checkpoint != "" {
+			tokDir := checkpoint
+			if tokPath != "" {
+				tokDir = filepath.Dir(tokPath)
+			}
+			if tmpl.Kind, err = DefaultTemplateKind(tokDir); err != nil {
+				return tmpl, "", err
+			}
+			if tmpl.Kind == tokenizer.KindHF {
+				note = fmt.Sprintf("%s has no agent.json: prompting with the chat template of its tokenizer files (template kind hf; set template.kind plain for plain prompts)", checkpoint)
+			}
+		}
+		return tmpl, note, nil
 	case tmpl.Kind == "":
 		tmpl.Kind = saved.Template.Kind
 		if tmpl.System == "" {
@@ -160,7 +197,7 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef bool, log func(string)) (*Agent, error) {
 	config.FillDefaults(&ac) // a config built in code, not parsed
 	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
-	tmpl, note, err := AgentTemplate(ac.Template, ac.Checkpoint)
+	tmpl, note, err := AgentTemplate(ac.Template, ac.Checkpoint, ac.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
@@ -187,7 +224,7 @@ func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
 	a.Tok = tok
-	if a.tokConfig, err = readTokenizerConfig(tokPath); err != nil {
+	if a.tokFiles, err = readTemplateFiles(tokPath); err != nil {
 		return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 	}
 	if ac.Model != nil {
@@ -390,29 +427,30 @@ func addGenerationStops(tmpl *tokenizer.Template, tokPath string, tok tokenizer.
 }
 
 // saveTemplateFiles writes what an agent's template needs beside its saved
-// tokenizer: for an hf template, the tokenizer_config.json it came from.
+// tokenizer: for an hf template, the tokenizer_config.json (and any
+// chat_template.jinja) it came from; otherwise those found beside the
+// agent's tokenizer.json.
 func saveTemplateFiles(a *Agent, dir string) error {
-	data := a.tokConfig
+	files := a.tokFiles
 	if a.Template.Kind == tokenizer.KindHF && a.Template.Chat != nil {
-		if data = a.Template.Chat.Config(); data == nil {
+		if files = a.Template.Chat.Files(); files == nil {
 			return fmt.Errorf("the chat template from %s has no tokenizer_config.json to save", a.Template.Chat.Source())
 		}
 	}
-	if data == nil {
-		return nil
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		if err := atomicfile.WriteFile(filepath.Join(dir, name), files[name]); err != nil {
+			return err
+		}
 	}
-	return atomicfile.WriteFile(filepath.Join(dir, tokenizer.ConfigFile), data)
+	return nil
 }
 
-// readTokenizerConfig returns the tokenizer_config.json beside the
-// tokenizer.json at tokPath, or nil when there is none.
-func readTokenizerConfig(tokPath string) ([]byte, error) {
+// readTemplateFiles returns the tokenizer_config.json and chat_template.jinja
+// beside the tokenizer.json at tokPath that exist (see
+// tokenizer.TemplateFiles), or nil when tokPath is "".
+func readTemplateFiles(tokPath string) (map[string][]byte, error) {
 	if tokPath == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(filepath.Join(filepath.Dir(tokPath), tokenizer.ConfigFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	return data, err
+	return tokenizer.TemplateFiles(filepath.Dir(tokPath))
 }

@@ -249,6 +249,9 @@ func (r *Run) checkIdentity(dir string, st *state) error {
 	if st.Method != r.algo.Method {
 		return fmt.Errorf("resume: checkpoint %s was trained with method %q, config says %q", dir, st.Method, r.algo.Method)
 	}
+	if err := r.checkTemplates(dir); err != nil {
+		return err
+	}
 	if st.ConfigHash == "" {
 		r.obs.Log(fmt.Sprintf("resume: warning: checkpoint %s predates config hashes; cannot check that this config is the one that wrote it", dir))
 		return nil
@@ -263,6 +266,30 @@ func (r *Run) checkIdentity(dir string, st *state) error {
 	return fmt.Errorf("resume: the config is not the one that wrote checkpoint %s:\n  %s\n"+
 		"only %s may change on --resume; train with the original config, or start a new run (another directory, or --overwrite)",
 		dir, strings.Join(diff, "\n  "), strings.Join(resumeMayChange, ", "))
+}
+
+// checkTemplates checks that each agent prompts with the template kind and
+// system text it was trained with (its agent.json in the checkpoint). The
+// config hash cannot see this where the config leaves the kind to the
+// agent's checkpoint, whose template (or default, see DefaultTemplateKind)
+// may have changed since.
+func (r *Run) checkTemplates(dir string) error {
+	for _, a := range r.agents {
+		ad := filepath.Join(dir, "agents", a.Name)
+		saved, found, err := readMeta(ad)
+		if err != nil {
+			return fmt.Errorf("resume: %w", err)
+		}
+		if !found {
+			continue
+		}
+		if saved.Template.Kind != a.Template.Kind || saved.Template.System != a.Template.System {
+			return fmt.Errorf("resume: agent %s of checkpoint %s was trained with template kind %s (system %q), the config gives it kind %s (system %q): "+
+				"set agents[%d].template to what %s says to resume",
+				a.Name, dir, saved.Template.Kind, saved.Template.System, a.Template.Kind, a.Template.System, a.Index, filepath.Join(ad, "agent.json"))
+		}
+	}
+	return nil
 }
 
 // restore applies a loaded checkpoint to the run's agents and state.

@@ -13,6 +13,7 @@ import (
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/internal/npmtest"
+	"github.com/hacrl/hacrl/internal/pyenv"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/rollout"
 	"github.com/hacrl/hacrl/safetensors"
@@ -211,6 +212,113 @@ func TestHFTemplateAgents(t *testing.T) {
 			!slices.Equal(back.Template.Prompt(back.Tok, question), a.Template.Prompt(a.Tok, question)) ||
 			!slices.Equal(back.Sampling.Stop, a.Sampling.Stop) {
 			t.Errorf("%s: saved agent's template %+v differs from %+v", a.Name, back.Template, a.Template)
+		}
+	}
+}
+
+// A checkpoint with a chat template and no agent.json (a downloaded
+// Hugging Face model) is prompted with its template by default, as
+// apply_chat_template prompts it (the Python oracle), whether the template
+// sits in tokenizer_config.json or in a chat_template.jinja (transformers
+// 5's layout); it stops at the template's end of turn, the resolved config
+// says hf, and a saved agent keeps the template files. template.kind plain
+// still gives plain prompts, and is saved as such.
+func TestCheckpointChatTemplateIsDefault(t *testing.T) {
+	npmDir := npmtest.Dir(t)
+	b, err := backend.New(backend.Sequential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inConfig := hfCheckpoint(t, b, npmDir, "qwen3", "<|im_end|>")
+	inJinja := copyCheckpoint(t, inConfig)
+	jinjaDir := npmtest.TemplateDirs(t, npmDir)[npmtest.Qwen3Jinja]
+	for _, f := range []string{tokenizer.ConfigFile, tokenizer.ChatTemplateFile} {
+		data, err := os.ReadFile(filepath.Join(jinjaDir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(inJinja, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const question = "What is 12+7?"
+	var res struct {
+		Apply []struct {
+			Texts  []string `json:"texts"`
+			IDs    [][]int  `json:"ids"`
+			Errors []*string
+		} `json:"apply"`
+	}
+	ctx := map[string]any{"messages": []tokenizer.Message{{Role: "user", Content: question}}, "add_generation_prompt": true}
+	apply := []map[string]any{{"dir": inConfig, "contexts": []any{ctx}}, {"dir": inJinja, "contexts": []any{ctx}}}
+	pyenv.Run(t, filepath.Join("..", "tokenizer", "testdata", "hf_oracle.py"), map[string]any{"apply": apply}, &res)
+	if len(res.Apply) != 2 || res.Apply[0].Texts[0] != res.Apply[1].Texts[0] {
+		t.Fatalf("apply_chat_template: %+v", res.Apply)
+	}
+	want, wantIDs := res.Apply[0].Texts[0], res.Apply[0].IDs[0]
+
+	for _, dir := range []string{inConfig, inJinja} {
+		if _, err := os.Stat(filepath.Join(dir, "agent.json")); err == nil {
+			t.Fatalf("%s has an agent.json", dir)
+		}
+		ac := config.Agent{Name: "q", Checkpoint: dir, Optimizer: config.Optimizer{LR: 1e-3, WeightDecay: new(float64)},
+			Sampling: config.Sampling{Temperature: new(0.0), TopP: 1, MaxNewTokens: 8}}
+		var notes []string
+		a, err := loadAgent(b, 0, ac, false, func(s string) { notes = append(notes, s) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		imEnd, _ := a.Tok.TokenID("<|im_end|>")
+		if a.Template.Kind != tokenizer.KindHF || a.Template.RenderFor(a.Tok, question) != want ||
+			!slices.Equal(renderPrompts(a, []task.Problem{{Question: question}})[0], wantIDs) || a.Stop() != imEnd {
+			t.Errorf("%s: template %s, prompt %q, stop %d; want hf, apply_chat_template's %q, <|im_end|> %d",
+				dir, a.Template.Kind, a.Template.RenderFor(a.Tok, question), a.Stop(), want, imEnd)
+		}
+		if log := strings.Join(notes, "\n"); !strings.Contains(log, "has no agent.json: prompting with the chat template") {
+			t.Errorf("%s: log %q does not say the checkpoint's chat template is used", dir, log)
+		}
+		r, err := Resolve(&config.Config{Method: config.Method{Name: "hacpo"}, Agents: []config.Agent{ac}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Agents[0].Template.Kind != tokenizer.KindHF {
+			t.Errorf("%s: resolved template kind %q, want hf", dir, r.Agents[0].Template.Kind)
+		}
+		s, err := LoadSaved(dir, TemplateChoice{})
+		if err != nil || s.Template.Kind != tokenizer.KindHF || s.HasMeta || !slices.Equal(s.Template.Prompt(s.Tok, question), wantIDs) {
+			t.Errorf("%s: LoadSaved: %v, kind %s", dir, err, s.Template.Kind)
+		}
+
+		// Saved, the agent keeps the template files and says hf; asked
+		// for plain, it prompts plain and is saved plain.
+		for _, kind := range []string{tokenizer.KindHF, tokenizer.KindPlain} {
+			ac := ac
+			ac.Template.Kind = kind
+			a, err := loadAgent(b, 0, ac, false, func(string) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if kind == tokenizer.KindPlain && (a.Template.RenderFor(a.Tok, question) != question || a.Stop() != a.Tok.Special().EOS) {
+				t.Errorf("%s: kind plain renders %q, stops at %d", dir, a.Template.RenderFor(a.Tok, question), a.Stop())
+			}
+			if a.Trainer, err = model.NewTrainer(a.Model, optimizerConfig(config.Optimizer{LR: 1e-3})); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "saved")
+			if err := saveAgent(a, out, false); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range []string{tokenizer.ConfigFile, tokenizer.ChatTemplateFile} {
+				src, err1 := os.ReadFile(filepath.Join(dir, f))
+				got, err2 := os.ReadFile(filepath.Join(out, f))
+				if (err1 == nil) != (err2 == nil) || string(src) != string(got) {
+					t.Errorf("%s kind %s: saved %s differs from the checkpoint's (%v, %v)", dir, kind, f, err1, err2)
+				}
+			}
+			back, err := LoadSaved(out, TemplateChoice{})
+			if err != nil || back.Template.Kind != kind || !slices.Equal(back.Template.Prompt(back.Tok, question), a.Template.Prompt(a.Tok, question)) {
+				t.Errorf("%s kind %s: loaded back as %s (%v)", dir, kind, back.Template.Kind, err)
+			}
 		}
 	}
 }

@@ -187,6 +187,17 @@ agents:
 	if strings.Contains(obs.String(), "replaces") {
 		t.Errorf("an inherited template was logged as replaced:\n%s", obs)
 	}
+
+	// The checkpoint's template changes (as a checkpoint without agent.json
+	// did when its chat template became the default): the config hash is
+	// the same, but a resumed run would prompt otherwise, and is refused.
+	editMeta(t, ckpt, func(m *Meta) { m.Template = config.Template{Kind: "plain"} })
+	more := *cfg
+	more.Steps = 2
+	_, err = New(context.Background(), &more, Options{Resume: true, Observer: &recorder{}})
+	if err == nil || !strings.Contains(err.Error(), "was trained with template kind chat") || !strings.Contains(err.Error(), "agents[0].template") {
+		t.Errorf("resume with the checkpoint's template changed: %v, want a refusal naming the template", err)
+	}
 }
 
 // writeLines writes a JSONL dataset of the questions (answer "1") and

@@ -12,7 +12,9 @@ import (
 // config package (config.Parse applies them) and those that live elsewhere —
 // the method preset's hyperparameters, the generated task's options, the
 // template of each agent from a checkpoint that gives none (the one in the
-// checkpoint's agent.json) and the compute backend. Written with
+// checkpoint's agent.json; without one, the checkpoint's own chat template,
+// kind hf, when its tokenizer files carry one, else plain) and the compute
+// backend. Written with
 // config.Marshal (see ResolvedYAML), it reads back as the same config.
 func Resolve(cfg *config.Config) (*config.Config, error) {
 	r := cfg.Clone()
@@ -43,7 +45,7 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 		if a.Template.Kind != "" || a.Checkpoint == "" {
 			continue
 		}
-		t, _, err := AgentTemplate(a.Template, a.Checkpoint)
+		t, _, err := AgentTemplate(a.Template, a.Checkpoint, a.Tokenizer)
 		if err != nil {
 			return nil, fmt.Errorf("agents[%d] (%s): %w", i, a.Name, err)
 		}

@@ -32,7 +32,7 @@ type Saved struct {
 	Dir     string // where agent.json was looked for
 	Base    string // the model directory the weights load from
 	Adapter string // the LoRA adapter loaded onto Base; "" for none
-	Meta    Meta   // agent.json, or the defaults of a checkpoint without one
+	Meta    Meta   // agent.json, or the defaults of a checkpoint without one (see DefaultTemplateKind)
 	HasMeta bool   // dir has an agent.json
 	TokPath string
 	Tok     tokenizer.Tokenizer
@@ -110,6 +110,11 @@ func loadSaved(metaDir, tokDir, base, adapter string, c TemplateChoice) (*Saved,
 	if !found && adapter != "" {
 		meta.Name = filepath.Base(adapter)
 	}
+	if !found && metaDir != tokDir { // the default template is that of the tokenizer's files
+		if meta.Template.Kind, err = DefaultTemplateKind(tokDir); err != nil {
+			return nil, err
+		}
+	}
 	s := &Saved{Dir: metaDir, Base: base, Adapter: adapter, Meta: meta, HasMeta: found, TokPath: filepath.Join(tokDir, "tokenizer.json")}
 	if s.Tok, err = tokenizer.Load(s.TokPath); err != nil {
 		return nil, err
@@ -175,7 +180,7 @@ func (s *Saved) Agent(b compute.Backend) (*Agent, error) {
 // merged checkpoint carries over: its tokenizer and prompt template
 // (agent.json), from the adapter directory when it has them (a run's final
 // agents do), else from the base.
-var adapterCarried = []string{"tokenizer.json", tokenizer.ConfigFile, "special_tokens_map.json", "agent.json"}
+var adapterCarried = []string{"tokenizer.json", tokenizer.ConfigFile, tokenizer.ChatTemplateFile, "special_tokens_map.json", "agent.json"}
 
 // MergeAdapter writes into out (a new directory, written whole or not at
 // all) the model of directory base with the LoRA adapter of directory

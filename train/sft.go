@@ -73,7 +73,7 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 		return nil, err
 	}
 	a := &Agent{Name: filepath.Base(cfg.Out), Opt: cfg.Optimizer, Task: cfg.Task}
-	tmpl, note, err := AgentTemplate(cfg.Template, cfg.Checkpoint)
+	tmpl, note, err := AgentTemplate(cfg.Template, cfg.Checkpoint, cfg.Tokenizer.Path)
 	if err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
@@ -118,7 +118,7 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 	if err := PrepareTemplate(&a.Template, tokPath, a.Tok, a.Model); err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
-	if a.tokConfig, err = readTokenizerConfig(tokPath); err != nil {
+	if a.tokFiles, err = readTemplateFiles(tokPath); err != nil {
 		return nil, fmt.Errorf("sft: %w", err)
 	}
 	engine, err := model.ParseEngine(cfg.Engine)

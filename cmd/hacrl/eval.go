@@ -35,12 +35,11 @@ its agent.json), a data set of the shared data directory (` + strings.Join(datas
 answers checked by the math verifier; see hacrl help for where the data is
 found), or a JSONL/Parquet file. Greedy accuracy always; with --samples k also
 avg@k, pass@k and maj@k at --temperature (0 is greedy, so every draw equals
-the greedy answer). The prompt template is the one in the checkpoint's
-agent.json (plain without one) unless --template replaces it.
+the greedy answer). --template replaces the prompt template.
 Prints one JSON object on standard output, nothing else; a bad flag value
 exits with status 2.
 
-` + adapterHelp,
+` + templateHelp + "\n\n" + adapterHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkEvalFlags(cmd, set, template, problems, samples, maxNew, temperature); err != nil {
@@ -103,7 +102,7 @@ exits with status 2.
 	f.IntVar(&samples, "samples", 0, "k samples per problem for avg@k, pass@k and maj@k (0: greedy only)")
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature for --samples (0: greedy)")
 	f.IntVar(&maxNew, "max-new-tokens", 0, "response length limit (default: the agent's)")
-	f.StringVar(&template, "template", "", "override the agent's prompt template (plain, chat or hf)")
+	f.StringVar(&template, "template", "", "override the agent's prompt template (plain, chat or hf; default: its agent.json's, else hf when it has a chat template, else plain)")
 	f.StringVar(&suffix, "prompt-suffix", "", `appended to every question of a benchmark or dataset, as the paper's "Let's think step by step and output the final answer within \boxed{}."`)
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")

@@ -56,8 +56,8 @@ the prompts of --file FILE (- for standard input): one prompt per line
 object per line with "prompt" (text) or "messages" (a list of
 {"role", "content"}).
 
-A prompt is a question that goes through the checkpoint's template (from
-its agent.json; --template, --system and --var change it), as training and
+A prompt is a question that goes through the checkpoint's template (see
+below; --template, --system and --var change it), as training and
 hacrl eval send it; messages are rendered as a whole conversation with the
 generation prompt (see hacrl prompt). --raw sends the text as it is,
 without a template or BOS token.

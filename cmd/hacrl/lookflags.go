@@ -18,8 +18,19 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// varsHelp documents --var for the commands' long help.
-const varsHelp = `--var NAME=VALUE sets a variable of an hf chat template (Qwen3's
+// templateHelp documents which template a checkpoint is prompted with.
+const templateHelp = `The template is the one the checkpoint's agent.json names. A checkpoint
+with a chat template and no agent.json (a downloaded Hugging Face model:
+chat_template in its tokenizer_config.json, or a chat_template.jinja) is
+prompted with its template (kind hf), as transformers' apply_chat_template
+and vLLM's chat endpoint prompt it; plain on request (--template plain).
+Without agent.json or a chat template the template is plain.`
+
+// varsHelp documents the default template and --var for the commands' long
+// help.
+const varsHelp = templateHelp + `
+
+--var NAME=VALUE sets a variable of an hf chat template (Qwen3's
 enable_thinking=false), over those saved in agent.json; repeat it for more.
 VALUE is read as JSON when it is valid JSON (false, 3, "x", [1,2]) and as a
 string otherwise (so enable_thinking=false is the boolean false, and
@@ -37,7 +48,7 @@ type templateFlags struct {
 }
 
 func (t *templateFlags) register(f *pflag.FlagSet, withSystem bool) {
-	f.StringVar(&t.kind, "template", "", "replace the checkpoint's prompt template (plain, chat or hf)")
+	f.StringVar(&t.kind, "template", "", "replace the checkpoint's prompt template (plain, chat or hf; default: its agent.json's, else hf when it has a chat template, else plain)")
 	f.StringArrayVar(&t.vars, "var", nil, "hf template variable NAME=VALUE (VALUE as JSON when valid JSON, else a string); repeatable")
 	if withSystem {
 		f.StringVar(&t.system, "system", "", "replace the template's system text")
@@ -133,8 +144,10 @@ func (t *templateFlags) source(s *train.Saved) string {
 		return "--template"
 	case s.HasMeta:
 		return s.Dir + string(os.PathSeparator) + "agent.json"
+	case s.Template.Kind == tokenizer.KindHF:
+		return "default (no agent.json; the checkpoint's chat template)"
 	}
-	return "default (no agent.json)"
+	return "default (no agent.json, no chat template)"
 }
 
 // firstNonEmpty returns the first non-empty string.

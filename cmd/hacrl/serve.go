@@ -61,7 +61,7 @@ flight finish first.
 It needs the native engine: a float32 model on the CPU (bfloat16 and
 float16 checkpoints load as float32).
 
-` + adapterHelp,
+` + varsHelp + "\n\n" + adapterHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := tf.check(); err != nil {

@@ -13,7 +13,8 @@ const (
 	KindPlain = "plain"
 	KindChat  = "chat"
 	// KindHF is the checkpoint's own Jinja chat_template from the
-	// tokenizer_config.json beside its tokenizer.json.
+	// tokenizer_config.json beside its tokenizer.json, or the
+	// chat_template.jinja beside it that replaces it.
 	KindHF = "hf"
 )
 
@@ -178,8 +179,8 @@ func (t Template) StopTokens(tok Tokenizer) []int {
 }
 
 // LoadChat prepares an hf template for tok, whose tokenizer.json is at
-// tokPath: it compiles the chat_template of the tokenizer_config.json beside
-// it, finds the end-of-turn token and renders a probe prompt, so that a
+// tokPath: it compiles the chat template of the tokenizer_config.json (or
+// chat_template.jinja) beside it, finds the end-of-turn token and renders a probe prompt, so that a
 // template that cannot render a question fails here, naming its file.
 // Other kinds are left as they are.
 func (t *Template) LoadChat(tokPath string, tok Tokenizer) error {

@@ -7,12 +7,17 @@
 // as well as real byte-level BPE tokenizers such as GPT-2, Llama 3 and Qwen2.
 // Template renders a question into an agent's prompt: plain text, ChatML, or
 // (kind "hf") the checkpoint's own Jinja chat_template from its
-// tokenizer_config.json (ReadTokenizerConfig), compiled once by
-// LoadChatTemplate and rendered as transformers' apply_chat_template does,
-// on the gonja engine. Template.StopTokens lists every token that ends a
-// response, the template's end-of-turn token (<|im_end|>, <|eot_id|>) first.
-// The real Qwen3 and Llama 3 files are checked against @lenml/tokenizers and
-// @huggingface/jinja in the tests (package internal/npmtest installs them).
+// tokenizer_config.json, or from the chat_template.jinja beside it that
+// replaces it (ReadTokenizerConfig), compiled once by LoadChatTemplate and
+// rendered as transformers' apply_chat_template does, on the gonja engine.
+// A checkpoint with a chat template and no agent.json is prompted with its
+// template; plain on request (see train.DefaultTemplateKind).
+// Template.StopTokens lists every token that ends a response, the
+// template's end-of-turn token (<|im_end|>, <|eot_id|>) first. The real
+// Qwen3 and Llama 3 files are checked against @lenml/tokenizers and
+// @huggingface/jinja (package internal/npmtest installs them) and against
+// the Python libraries, tokenizers, AutoTokenizer and apply_chat_template
+// (package internal/pyenv), in the tests.
 //
 // Encode never adds special tokens, but the text of an added token inside the
 // input ("<|im_end|>") maps to that token's id. Decode skips special tokens

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -39,7 +41,7 @@ type promptCase struct {
 // Qwen3 with enable_thinking unset, true and false (--var), the dated
 // template with --var date_string and without (hacrl's fixed date), with
 // the generation prompt on and off. --template plain still renders plain.
-// hacrl generate and eval on such a checkpoint prompt the same way.
+// hacrl generate, score and eval on such a checkpoint prompt the same way.
 func TestPromptEqualsApplyChatTemplate(t *testing.T) {
 	npmDir := npmtest.Dir(t)
 	dirs := npmtest.TemplateDirs(t, npmDir)
@@ -126,6 +128,20 @@ func TestPromptEqualsApplyChatTemplate(t *testing.T) {
 	}
 	if lines := jsonObjects(t, stdout); len(lines) != 1 || !slices.Equal(intsOf(t, lines[0]["prompt_ids"]), want.IDs[0]) {
 		t.Errorf("generate: %s\nwant prompt_ids %v", stdout, want.IDs[0])
+	}
+	// score: the question's prompt scores as apply_chat_template's ids do.
+	ids, _ := json.Marshal(want.IDs[0])
+	lines := fmt.Sprintf("{\"prompt\": %q, \"response\": \"19\"}\n{\"prompt_ids\": %s, \"response\": \"19\"}\n", q, ids)
+	file := filepath.Join(t.TempDir(), "score.jsonl")
+	if err := os.WriteFile(file, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code = runHacrl(t, "score", dir, "--jsonl", file)
+	if code != 0 {
+		t.Fatalf("score: exit status %d: %s", code, stderr)
+	}
+	if sc := jsonObjects(t, stdout); len(sc) != 2 || sc[0]["sum_logprob"] == nil || sc[0]["sum_logprob"] != sc[1]["sum_logprob"] {
+		t.Errorf("score: the question and apply_chat_template's ids score differently:\n%s", stdout)
 	}
 	ev, stderr, code := runEval(t, dir, "--set", "gsm8k", "--problems", "1", "--max-new-tokens", "2")
 	if code != 0 {

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"math/big"
 	"regexp"
 	"strings"
 )
@@ -141,18 +142,32 @@ func choiceLetter(s string) (byte, bool) {
 }
 
 // equalTrees compares two parsed answers, letting a percentage on one side
-// also match its bare number on the other.
+// (negative ones too: "-5\%") also match its bare number on the other.
 func (c *checker) equalTrees(a, b *node) bool {
 	if c.equalAny(a, b) {
 		return true
 	}
+	pa, okA := percentOf(a)
+	pb, okB := percentOf(b)
 	switch {
-	case a.op == opPct && b.op != opPct:
-		return c.equalAny(a.kids[0], b)
-	case b.op == opPct && a.op != opPct:
-		return c.equalAny(a, b.kids[0])
+	case okA && !okB:
+		return c.equalAny(pa, b)
+	case okB && !okA:
+		return c.equalAny(a, pb)
 	}
 	return false
+}
+
+// percentOf returns the number a percentage is written with: x for x\%,
+// -x for -x\%; false for anything else.
+func percentOf(n *node) (*node, bool) {
+	switch {
+	case n.op == opPct:
+		return n.kids[0], true
+	case n.op == opNeg && n.kids[0].op == opPct:
+		return mk(opNeg, n.kids[0].kids[0]), true
+	}
+	return nil, false
 }
 
 // equalAny compares answers that may be unordered collections: sets, lists
@@ -427,7 +442,7 @@ func (c *checker) equalScalar(a, b *node) bool {
 		}
 		fa, _ := ra.Float64()
 		fb, _ := rb.Float64()
-		return closeTo(complex(fa, 0), complex(fb, 0), decimalRelTol, 0)
+		return closeTo(complex(fa, 0), complex(fb, 0), decimalRelTol, 0) && roundsAlike(a, b, ra, rb)
 	}
 	rel, abs := symbolicRelTol, symbolicAbsTol
 	if dec {
@@ -473,4 +488,39 @@ func hasInf(n *node) bool {
 		}
 	}
 	return false
+}
+
+// roundsAlike reports whether two numbers, at least one a decimal literal,
+// can be roundings of the same value: a decimal literal stands for the
+// numbers within half a unit of its last written place, an exact number
+// for itself, and the two ranges must overlap. So 0.33333 matches 1/3 but
+// 3159.1 matches neither 3159 nor 3159.0, which the relative tolerance alone
+// lets through for large numbers. Answers other than a (signed) number
+// literal are judged by the relative tolerance alone.
+func roundsAlike(a, b *node, ra, rb *big.Rat) bool {
+	pa, okA := lastPlace(a)
+	pb, okB := lastPlace(b)
+	if !okA || !okB {
+		return true
+	}
+	d := new(big.Rat).Sub(ra, rb)
+	d.Abs(d).Mul(d, big.NewRat(2, 1))
+	return d.Cmp(new(big.Rat).Add(pa, pb)) < 0
+}
+
+// lastPlace returns the unit in the last place of a number literal, 0 for an
+// exact one (integer or fraction of integers), and false for anything else.
+func lastPlace(n *node) (*big.Rat, bool) {
+	for n.op == opNeg {
+		n = n.kids[0]
+	}
+	switch {
+	case n.op == opNum && n.place != nil:
+		return n.place, true
+	case n.op == opNum && !n.dec:
+		return new(big.Rat), true
+	case n.op == opDiv && !n.dec && n.kids[0].op == opNum && n.kids[1].op == opNum:
+		return new(big.Rat), true
+	}
+	return nil, false
 }

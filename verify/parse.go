@@ -51,6 +51,9 @@ type node struct {
 	sign  int8
 	dec   bool // a decimal literal occurs in the subtree
 	frac  bool // written as \frac{a}{b}
+	// place is the unit in the last written place of a decimal literal
+	// (0.01 for "3.25", 1000 for "1.5e4"); nil for other nodes.
+	place *big.Rat
 }
 
 func (n *node) String() string {
@@ -955,7 +958,14 @@ func numberNode(lit string) (*node, error) {
 			r.Quo(r, new(big.Rat).SetInt(pow))
 		}
 	}
-	return &node{op: opNum, num: r, dec: hasDot || mant != lit}, nil
+	n := &node{op: opNum, num: r, dec: hasDot || mant != lit}
+	if n.dec {
+		n.place = new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(abs(exp))), nil))
+		if exp < 0 {
+			n.place.Inv(n.place)
+		}
+	}
+	return n, nil
 }
 
 func abs(x int) int {

@@ -429,13 +429,22 @@ func addGenerationStops(tmpl *tokenizer.Template, tokPath string, tok tokenizer.
 // saveTemplateFiles writes what an agent's template needs beside its saved
 // tokenizer: for an hf template, the tokenizer_config.json (and any
 // chat_template.jinja) it came from; otherwise those found beside the
-// agent's tokenizer.json.
+// agent's tokenizer.json. A tokenizer that came without a
+// tokenizer_config.json (hacrl's own, as the shipped agents') gets
+// plainTokenizerConfig.
 func saveTemplateFiles(a *Agent, dir string) error {
 	files := a.tokFiles
 	if a.Template.Kind == tokenizer.KindHF && a.Template.Chat != nil {
 		if files = a.Template.Chat.Files(); files == nil {
 			return fmt.Errorf("the chat template from %s has no tokenizer_config.json to save", a.Template.Chat.Source())
 		}
+	}
+	if _, ok := files[tokenizer.ConfigFile]; !ok {
+		files = maps.Clone(files)
+		if files == nil {
+			files = map[string][]byte{}
+		}
+		files[tokenizer.ConfigFile] = plainTokenizerConfig
 	}
 	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := atomicfile.WriteFile(filepath.Join(dir, name), files[name]); err != nil {
@@ -444,6 +453,15 @@ func saveTemplateFiles(a *Agent, dir string) error {
 	}
 	return nil
 }
+
+// plainTokenizerConfig is the tokenizer_config.json saved beside a
+// tokenizer.json that came without one. Without it transformers'
+// AutoTokenizer picks the tokenizer class of config.json's model_type —
+// GPT2Tokenizer for gpt2, which puts its byte-level pre-tokenizer in front
+// of the vocabulary, so that a character-level tokenizer.json loses every
+// space — where PreTrainedTokenizerFast takes tokenizer.json as it is, as
+// hacrl does.
+var plainTokenizerConfig = []byte(`{"tokenizer_class": "PreTrainedTokenizerFast"}` + "\n")
 
 // readTemplateFiles returns the tokenizer_config.json and chat_template.jinja
 // beside the tokenizer.json at tokPath that exist (see

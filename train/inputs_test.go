@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -543,7 +541,10 @@ func TestSavedAgentKeepsTokenizerConfig(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Errorf("saved %s = %q (%v), want the checkpoint's %q", tokenizer.ConfigFile, got, err, want)
 	}
-	// Without one beside the tokenizer, none is written.
+	// Without one beside the tokenizer, the one that makes transformers'
+	// AutoTokenizer take tokenizer.json as it is (cmd/hacrl's
+	// TestTransformersLoadsHacrl checks that it does), and hacrl reads the
+	// agent back as before.
 	ac.Checkpoint = filepath.Join("..", "examples", "agents", "gpt-char")
 	if a, err = loadAgent(b, 0, ac, false, func(string) {}); err != nil {
 		t.Fatal(err)
@@ -552,7 +553,10 @@ func TestSavedAgentKeepsTokenizerConfig(t *testing.T) {
 	if err := saveAgent(a, out, false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(out, tokenizer.ConfigFile)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("%s written for a checkpoint without one: %v", tokenizer.ConfigFile, err)
+	if got, err := os.ReadFile(filepath.Join(out, tokenizer.ConfigFile)); err != nil || !bytes.Equal(got, plainTokenizerConfig) {
+		t.Errorf("saved %s = %q (%v) for a checkpoint without one, want %q", tokenizer.ConfigFile, got, err, plainTokenizerConfig)
+	}
+	if back, err := LoadSaved(out, TemplateChoice{}); err != nil || back.Template.Kind != tokenizer.KindPlain {
+		t.Errorf("the saved agent loads back as %v (%v), want template plain", back, err)
 	}
 }

@@ -62,8 +62,8 @@ func hacrlGenerate(t *testing.T, dir string, prompts []string, newTokens int) []
 }
 
 // What hacrl writes loads in transformers and computes what hacrl
-// computes. Bases in the published layouts — Qwen3-0.6B (q/k norms, tied)
-// and Llama-3.2-1B-Instruct (llama3 rope_scaling, explicit head_dim) in
+// computes. Bases in the published layouts — Qwen3-0.6B (q/k norms; tied,
+// and untied) and Llama-3.2-1B-Instruct (llama3 rope_scaling, explicit head_dim) in
 // sharded bfloat16, Qwen2.5-0.5B (q/k/v biases) in float32, written by
 // transformers' save_pretrained with random weights of clear greedy
 // margins, full vocabularies and the real tokenizers; and the shipped
@@ -102,6 +102,9 @@ func TestTransformersLoadsHacrl(t *testing.T) {
 			map[string]any{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128}},
 		{"llama3.2", "", filepath.Join(llamaCfg, "config.json"), filepath.Join(llamaCfg, "generation_config.json"), "llama3", "bfloat16",
 			map[string]any{"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 48, "intermediate_size": 256}},
+		{"qwen3-untied", "", filepath.Join(qwen3Cfg, "config.json"), filepath.Join(qwen3Cfg, "generation_config.json"), "qwen3", "bfloat16",
+			map[string]any{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128,
+				"tie_word_embeddings": false}},
 		{"qwen2.5", "", filepath.Join("..", "..", "bench", "configs", "qwen2.5-0.5b.json"), "", "qwen3", "float32",
 			map[string]any{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128}},
 	}
@@ -190,7 +193,7 @@ agents:
 		}
 		checkpoints["merge "+dtype] = dir
 	}
-	wantDType := map[string]string{"final/qwen3": "bfloat16", "final/llama3.2": "bfloat16", "final/qwen2.5": "float32",
+	wantDType := map[string]string{"final/qwen3": "bfloat16", "final/qwen3-untied": "bfloat16", "final/llama3.2": "bfloat16", "final/qwen2.5": "float32",
 		"final/gpt": "float32", "merge ": "bfloat16", "merge float32": "float32"}
 
 	names := slices.Sorted(func(yield func(string) bool) {

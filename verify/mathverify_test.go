@@ -485,7 +485,7 @@ func variants(g, other string) []variant {
 	case mvIntRe.MatchString(plainNum):
 		n, _ := new(big.Int).SetString(plainNum, 10)
 		eq("number forms", n.String()+".0")
-		if s := thousands(n.String()); s != n.String() {
+		if s := verify.WithThousands(n.String()); s != n.String() {
 			eq("number forms", s)
 		}
 		eq("number forms", `\frac{`+new(big.Int).Mul(n, big.NewInt(2)).String()+`}{2}`)
@@ -665,22 +665,6 @@ func paren(s string) string {
 		return s
 	}
 	return "(" + s + ")"
-}
-
-func thousands(digits string) string {
-	neg := strings.HasPrefix(digits, "-")
-	digits = strings.TrimPrefix(digits, "-")
-	var b strings.Builder
-	for i, c := range digits {
-		if i > 0 && (len(digits)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // sciParts writes an integer's digits as mantissa and exponent: "12500" →

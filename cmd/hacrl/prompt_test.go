@@ -137,23 +137,7 @@ func TestLookHFTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := backend.New(backend.Choose(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := tok.Special()
-	m, err := model.New(b, model.Config{Family: "llama", Vocab: tok.VocabSize(), Dim: 8, Layers: 1, Heads: 2, KVHeads: 1,
-		Hidden: 16, MaxSeq: 128, BOS: sp.BOS, EOS: sp.EOS}, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	tok := saveTinyLlama(t, dir, 128)
 	meta := `{"name":"qwen3","template":{"kind":"hf","vars":{"enable_thinking":false}},"sampling":{"temperature":1,"top_p":1,"max_new_tokens":6}}`
 	if err := os.WriteFile(filepath.Join(dir, "agent.json"), []byte(meta), 0o644); err != nil {
 		t.Fatal(err)
@@ -206,4 +190,29 @@ func TestLookHFTemplate(t *testing.T) {
 			}
 		}
 	}
+}
+
+// saveTinyLlama saves a one-layer llama-family model with the vocabulary
+// and special tokens of dir/tokenizer.json into dir: a checkpoint that
+// loads in seconds beside real tokenizer files. It returns the tokenizer.
+func saveTinyLlama(t *testing.T, dir string, maxSeq int) tokenizer.Tokenizer {
+	t.Helper()
+	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := backend.New(backend.Choose(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := tok.Special()
+	m, err := model.New(b, model.Config{Family: "llama", Vocab: tok.VocabSize(), Dim: 8, Layers: 1, Heads: 2, KVHeads: 1,
+		Hidden: 16, MaxSeq: maxSeq, BOS: sp.BOS, EOS: sp.EOS}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }

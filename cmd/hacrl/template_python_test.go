@@ -8,10 +8,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/internal/npmtest"
 	"github.com/hacrl/hacrl/internal/pyenv"
-	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/tokenizer"
 )
 
@@ -101,23 +99,7 @@ func TestPromptEqualsApplyChatTemplate(t *testing.T) {
 
 	// generate and eval: a tiny model with the Qwen3 vocabulary beside the
 	// files; the question's prompt is apply_chat_template's.
-	tok, err := tokenizer.Load(filepath.Join(dir, "tokenizer.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := backend.New(backend.Choose(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := tok.Special()
-	m, err := model.New(b, model.Config{Family: "llama", Vocab: tok.VocabSize(), Dim: 8, Layers: 1, Heads: 2, KVHeads: 1,
-		Hidden: 16, MaxSeq: 512, BOS: sp.BOS, EOS: sp.EOS}, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Save(dir); err != nil {
-		t.Fatal(err)
-	}
+	saveTinyLlama(t, dir, 512)
 	if _, err := os.Stat(filepath.Join(dir, "agent.json")); err == nil {
 		t.Fatal("the checkpoint has an agent.json")
 	}

@@ -162,28 +162,11 @@ func TestPEFTOracle(t *testing.T) {
 
 	// A real training run: one LoRA agent on each base, one step, with a
 	// reward that varies so that the adapters move off B = 0.
-	out := filepath.Join(tmp, "run")
-	cfg := filepath.Join(tmp, "lora.yaml")
-	yaml := fmt.Sprintf(`name: peft-oracle
-seed: 3
-out: %s
-steps: 1
-method: {name: hacpo}
-task: {name: arith, digits: 2, operators: "+-"}
-reward: {command: [%q, %q, %q]}
-batch: {prompts_per_step: 2, responses_per_prompt: 2, mini_batch: 2, micro_batch: 2}
-agents:
-  - {name: qwen3, checkpoint: %s, lora: {rank: 8}, optimizer: {lr: 0.01}, sampling: {max_new_tokens: 6}}
+	out := trainOneStep(t, tmp, "peft-oracle", 3, fmt.Sprintf(
+		`  - {name: qwen3, checkpoint: %s, lora: {rank: 8}, optimizer: {lr: 0.01}, sampling: {max_new_tokens: 6}}
   - {name: llama3.2, checkpoint: %s, lora: {rank: 8, use_rslora: true}, optimizer: {lr: 0.01}, sampling: {max_new_tokens: 6}}
   - {name: gpt2, checkpoint: %s, lora: {rank: 8}, optimizer: {lr: 0.001}, sampling: {max_new_tokens: 6}}
-eval: {every: 0, sets: []}
-`, out, pyenv.Python(t), must(filepath.Abs("../../train/testdata/logreward.py")), filepath.Join(tmp, "reward.log"), qwen, llama, gpt)
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, stderr, code := runHacrl(t, "train", cfg); code != 0 {
-		t.Fatalf("hacrl train: exit status %d: %s", code, stderr)
-	}
+`, qwen, llama, gpt))
 
 	// PEFT: its own adapters, its reading of the trained ones, its merge.
 	var jobs []map[string]any
@@ -424,4 +407,32 @@ func compareWeights(t *testing.T, name, hdir, pdir string) {
 		t.Errorf("%s: the merged checkpoints share no tensor", name)
 	}
 	t.Logf("%s: merged weights: %d tensors, max |hacrl − PEFT| %.2g units of 2⁻²⁴·max|w| of its tensor", name, matched, ulps)
+}
+
+// trainOneStep runs one real `hacrl train` step of the agents (YAML list
+// items, one per line) on two-digit arithmetic, with a reward that varies
+// (train/testdata/logreward.py) so that every agent's weights move, and
+// returns the run's output directory under tmp.
+func trainOneStep(t *testing.T, tmp, name string, seed int, agents string) string {
+	t.Helper()
+	out := filepath.Join(tmp, "run")
+	cfg := filepath.Join(tmp, name+".yaml")
+	yaml := fmt.Sprintf(`name: %s
+seed: %d
+out: %s
+steps: 1
+method: {name: hacpo}
+task: {name: arith, digits: 2, operators: "+-"}
+reward: {command: [%q, %q, %q]}
+batch: {prompts_per_step: 2, responses_per_prompt: 2, mini_batch: 2, micro_batch: 2}
+agents:
+%seval: {every: 0, sets: []}
+`, name, seed, out, pyenv.Python(t), must(filepath.Abs("../../train/testdata/logreward.py")), filepath.Join(tmp, "reward.log"), agents)
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, stderr, code := runHacrl(t, "train", cfg); code != 0 {
+		t.Fatalf("hacrl train: exit status %d: %s", code, stderr)
+	}
+	return out
 }

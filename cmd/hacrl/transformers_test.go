@@ -154,30 +154,12 @@ func TestTransformersLoadsHacrl(t *testing.T) {
 	}
 
 	// A real run: full fine-tuning of every base, and a LoRA agent.
-	out := filepath.Join(tmp, "run")
-	cfg := filepath.Join(tmp, "train.yaml")
 	var agents strings.Builder
 	for _, b := range bases {
 		fmt.Fprintf(&agents, "  - {name: %s, checkpoint: %s, optimizer: {lr: 1.0e-5}, sampling: {max_new_tokens: 6}}\n", b.name, b.dir)
 	}
 	fmt.Fprintf(&agents, "  - {name: qwen3-lora, checkpoint: %s, lora: {rank: 8}, optimizer: {lr: 1.0e-4}, sampling: {max_new_tokens: 6}}\n", bases[0].dir)
-	yaml := fmt.Sprintf(`name: transformers-oracle
-seed: 5
-out: %s
-steps: 1
-method: {name: hacpo}
-task: {name: arith, digits: 2, operators: "+-"}
-reward: {command: [%q, %q, %q]}
-batch: {prompts_per_step: 2, responses_per_prompt: 2, mini_batch: 2, micro_batch: 2}
-agents:
-%seval: {every: 0, sets: []}
-`, out, pyenv.Python(t), must(filepath.Abs("../../train/testdata/logreward.py")), filepath.Join(tmp, "reward.log"), agents.String())
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, stderr, code := runHacrl(t, "train", cfg); code != 0 {
-		t.Fatalf("hacrl train: exit status %d: %s", code, stderr)
-	}
+	out := trainOneStep(t, tmp, "transformers-oracle", 5, agents.String())
 	checkpoints := map[string]string{}
 	for _, b := range bases {
 		checkpoints["final/"+b.name] = filepath.Join(out, "final", b.name)

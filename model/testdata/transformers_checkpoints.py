@@ -54,6 +54,20 @@ def gpt2_bytes(text):
     return [ids[b] for b in text.encode("utf-8")]
 
 
+def random_model(spec):
+    """A float32 model of spec["config"] (a published config.json, edited)
+    with transformers' own initialisation under spec["seed"], perturbed to
+    spread its logits to spec["logit_std"]."""
+    cfg = dict(spec["config"])
+    kind = cfg.pop("model_type")
+    for k in ("architectures", "transformers_version", "torch_dtype", "dtype"):
+        cfg.pop(k, None)
+    torch.manual_seed(spec["seed"])
+    m = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **cfg), dtype=torch.float32)
+    perturb(m, spec["logit_std"], spec["seed"])
+    return m
+
+
 def perturb(model, logit_std, seed):
     """Redraws every weight: matrices N(0, 1/fan_in) so that activations stay
     of order one through the layers, and three times that for the blocks'
@@ -120,13 +134,7 @@ def main():
     req = json.load(sys.stdin)
     out = []
     for spec in req["models"]:
-        cfg = dict(spec["config"])
-        kind = cfg.pop("model_type")
-        for k in ("architectures", "transformers_version", "torch_dtype", "dtype"):
-            cfg.pop(k, None)
-        torch.manual_seed(spec["seed"])
-        m = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **cfg), dtype=torch.float32)
-        perturb(m, spec["logit_std"], spec["seed"])
+        m = random_model(spec)
         m.save_pretrained(spec["f32"])
         m.to(torch.bfloat16).save_pretrained(spec["bf16"], max_shard_size=spec["max_shard_size"])
         if spec.get("tokenizer"):

@@ -34,17 +34,11 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "model", "testdata"))
-from transformers_checkpoints import perturb  # noqa: E402
+from transformers_checkpoints import random_model  # noqa: E402
 
 
 def make(spec):
-    cfg = dict(spec["config"])
-    kind = cfg.pop("model_type")
-    for k in ("architectures", "transformers_version", "torch_dtype", "dtype"):
-        cfg.pop(k, None)
-    torch.manual_seed(spec["seed"])
-    m = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **cfg), dtype=torch.float32)
-    perturb(m, spec["logit_std"], spec["seed"])
+    m = random_model(spec)
     m.to(getattr(torch, spec["dtype"])).save_pretrained(spec["out"], max_shard_size=spec["max_shard_size"])
 
 

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/gofrs/flock"
+	"github.com/hacrl/hacrl/internal/shared"
 )
 
 // Hint is appended to errors about a missing Node.js or registry.
@@ -102,14 +103,11 @@ func packageDir() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return filepath.Join(d, "tokenizer", "testdata", "npm"), nil
-		}
-		if filepath.Dir(d) == d {
-			return "", os.ErrNotExist
-		}
+	root, ok := shared.RepoRoot(wd)
+	if !ok {
+		return "", os.ErrNotExist
 	}
+	return filepath.Join(root, "tokenizer", "testdata", "npm"), nil
 }
 
 // Model returns the directory of a real tokenizer's files (tokenizer.json

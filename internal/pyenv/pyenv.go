@@ -25,6 +25,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hacrl/hacrl/internal/shared"
 )
 
 // Hint is appended to errors about a missing environment.
@@ -56,9 +58,13 @@ func find() (string, error) {
 	if p := os.Getenv("HACRL_PYTHON"); p != "" {
 		return p, nil
 	}
-	root, err := RepoRoot()
+	wd, err := os.Getwd()
 	if err != nil {
-		return "", fmt.Errorf("pyenv: finding the repository: %w", err)
+		return "", fmt.Errorf("pyenv: %w", err)
+	}
+	root, ok := shared.RepoRoot(wd)
+	if !ok {
+		return "", fmt.Errorf("pyenv: no go.mod above %s: run the tests inside the hacrl repository", wd)
 	}
 	script := filepath.Join(root, "scripts", "pyenv.sh")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -75,23 +81,6 @@ func find() (string, error) {
 		return "", fmt.Errorf("pyenv: %s printed no interpreter\n%s", script, stderr.String())
 	}
 	return p, nil
-}
-
-// RepoRoot returns the root of the hacrl module (the directory of go.mod)
-// above the working directory, as under go test.
-func RepoRoot() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-			return d, nil
-		}
-		if filepath.Dir(d) == d {
-			return "", fmt.Errorf("no go.mod above %s", wd)
-		}
-	}
 }
 
 // Run runs the Python script (a path, relative to the test's package

@@ -101,7 +101,7 @@ func find(getenv func(string) string, exe, wd string) (string, error) {
 		}
 	}
 	if wd != "" {
-		if root, ok := repoRoot(wd); ok {
+		if root, ok := RepoRoot(wd); ok {
 			if dir := filepath.Join(filepath.Dir(root), "shared", "data"); try(dir, "beside the repository "+root) {
 				return dir, nil
 			}
@@ -131,8 +131,9 @@ func existing(dir, what string) (string, error) {
 	return abs, nil
 }
 
-// repoRoot returns the nearest directory at or above wd holding a go.mod.
-func repoRoot(wd string) (string, bool) {
+// RepoRoot returns the nearest directory at or above wd holding a go.mod:
+// the root of the hacrl checkout a command or a test runs in.
+func RepoRoot(wd string) (string, bool) {
 	for dir := wd; ; dir = filepath.Dir(dir) {
 		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
 			return dir, true

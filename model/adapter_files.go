@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -181,8 +182,8 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 			return LoRA{}, "", bad("init_lora_weights", compactJSON(raw), "a boolean or the name of an initialization")
 		}
 	}
-	for f, raw := range fields {
-		if !slices.Contains(peftKnown, f) && !emptyJSON(raw) {
+	for _, f := range slices.Sorted(maps.Keys(fields)) {
+		if raw := fields[f]; !slices.Contains(peftKnown, f) && !emptyJSON(raw) {
 			return LoRA{}, "", fmt.Errorf("model: adapter config %s: field %s is %s: not a PEFT option hacrl knows, so it may change what the adapter computes (want null, false or empty)", path, f, compactJSON(raw))
 		}
 	}
@@ -196,21 +197,11 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 	if l.Pattern == AllLinear { // PEFT's one string that is not a pattern
 		l.Pattern, l.Targets = "", []string{AllLinear}
 	}
-	if !emptyJSON(c.LayersToTransform) {
-		var one int
-		if err := json.Unmarshal(c.LayersToTransform, &one); err == nil {
-			l.Layers = []int{one}
-		} else if err := json.Unmarshal(c.LayersToTransform, &l.Layers); err != nil {
-			return LoRA{}, "", fmt.Errorf("model: adapter config %s: layers_to_transform is %s, want a block index or a list of them", path, compactJSON(c.LayersToTransform))
-		}
+	if l.Layers, err = oneOrList[int](c.LayersToTransform); err != nil {
+		return LoRA{}, "", fmt.Errorf("model: adapter config %s: layers_to_transform is %s, want a block index or a list of them", path, compactJSON(c.LayersToTransform))
 	}
-	if !emptyJSON(c.LayersPattern) {
-		var one string
-		if err := json.Unmarshal(c.LayersPattern, &one); err == nil {
-			l.LayersPattern = []string{one}
-		} else if err := json.Unmarshal(c.LayersPattern, &l.LayersPattern); err != nil {
-			return LoRA{}, "", fmt.Errorf("model: adapter config %s: layers_pattern is %s, want a name or a list of names", path, compactJSON(c.LayersPattern))
-		}
+	if l.LayersPattern, err = oneOrList[string](c.LayersPattern); err != nil {
+		return LoRA{}, "", fmt.Errorf("model: adapter config %s: layers_pattern is %s, want a name or a list of names", path, compactJSON(c.LayersPattern))
 	}
 	if !emptyJSON(c.ExcludeModules) {
 		if err := json.Unmarshal(c.ExcludeModules, &l.ExcludePattern); err != nil {
@@ -228,6 +219,21 @@ func ReadAdapterConfig(dir string) (LoRA, string, error) {
 		base = *c.BaseModel
 	}
 	return l, base, nil
+}
+
+// oneOrList decodes a PEFT option written as one value or as a list of
+// them; an empty option (see emptyJSON) is nil.
+func oneOrList[T any](raw json.RawMessage) ([]T, error) {
+	if emptyJSON(raw) {
+		return nil, nil
+	}
+	var one T
+	if json.Unmarshal(raw, &one) == nil {
+		return []T{one}, nil
+	}
+	var list []T
+	err := json.Unmarshal(raw, &list)
+	return list, err
 }
 
 // compactJSON is raw without its insignificant spaces, for messages.

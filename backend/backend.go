@@ -7,8 +7,15 @@
 // training and benchmarks default to "go:parallelism=-1", the fastest setting
 // that has not been seen to hang.
 //
-// HACRL_BACKEND, or else GOMLX_BACKEND, overrides the choice. The XLA backend
-// (for GPUs, GOMLX_BACKEND=xla:cuda) is compiled in only with -tags xla.
+// HACRL_BACKEND, or else GOMLX_BACKEND, overrides the choice.
+//
+// The XLA backend (GPUs: "xla:cuda"; XLA on the CPU: "xla:cpu") is compiled
+// in only with -tags xla, and loads a PJRT plugin file found on this machine
+// (FindXLAPlugin): $HACRL_XLA_PLUGIN, else pip's jax-cuda13-pjrt or
+// jax-cuda12-pjrt (cuda) or lammps-jax-pjrt-cpu (cpu), else go-xla's own
+// directories. GoMLX's XLA backend would download a plugin when it finds
+// none; hacrl turns that off, checks the plugin's PJRT C API version
+// against the one go-xla is built for, and reports every place it looked.
 //
 // Creating a backend writes nothing on standard output, which belongs to the
 // commands' results (JSON): the Go backend's own constructor announces a
@@ -57,18 +64,45 @@ func Config(fallback string) string {
 func New(config string) (compute.Backend, error) {
 	mu.Lock()
 	defer mu.Unlock()
-	if b, ok := cached[config]; ok {
-		return b, nil
+	key, xs, err := resolve(config)
+	if err == nil && xs != nil {
+		err = checkXLA(*xs) // on every call: "xla:cuda" may resolve to a cached CPU plugin
 	}
-	if strings.HasPrefix(config, "xla") && !xlaCompiled {
-		return nil, fmt.Errorf("backend %q: this binary was built without XLA; rebuild with -tags xla (see README)", config)
-	}
-	b, err := create(config)
 	if err != nil {
 		return nil, fmt.Errorf("backend %q: %w", config, err)
 	}
-	cached[config] = b
+	if b, ok := cached[key]; ok {
+		return b, nil
+	}
+	var b compute.Backend
+	if xs != nil {
+		b, err = newXLA(*xs)
+	} else {
+		b, err = create(config)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backend %q: %w", config, err)
+	}
+	cached[key] = b
 	return b, nil
+}
+
+// resolve returns the key a backend is cached under: config itself, or for
+// the XLA backend the plugin file it loads and its options, so that
+// "xla:cpu" and the path it resolves to share one backend.
+func resolve(config string) (key string, xs *xlaSpec, err error) {
+	name, opts, _ := strings.Cut(config, ":")
+	if name != "xla" {
+		return config, nil, nil
+	}
+	if !XLA {
+		return "", nil, errNoXLA
+	}
+	spec, err := xlaPlugin(opts)
+	if err != nil {
+		return "", nil, err
+	}
+	return "xla:" + spec.plugin + "," + spec.rest, &spec, nil
 }
 
 // create makes the backend for config. GoMLX's Go backend (compute v0.1.3,

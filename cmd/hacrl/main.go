@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/internal/gcpace"
 	"github.com/hacrl/hacrl/internal/shared"
 	"github.com/spf13/cobra"
@@ -102,7 +103,7 @@ Exit status:
 // rootCmd builds the command tree with hacrl's usage errors: flag and
 // argument errors of every command are usageErr.
 func rootCmd() *cobra.Command {
-	var data string
+	var data, xlaPlugin string
 	root := &cobra.Command{
 		Use:           "hacrl",
 		Short:         "Heterogeneous Agent Collaborative Reinforcement Learning",
@@ -110,6 +111,19 @@ func rootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(*cobra.Command, []string) error {
+			if xlaPlugin != "" {
+				abs, err := filepath.Abs(xlaPlugin)
+				if err != nil {
+					return usage("--xla-plugin %s: %v", xlaPlugin, err)
+				}
+				if st, err := os.Stat(abs); err != nil || !st.Mode().IsRegular() {
+					return usage("--xla-plugin %s: not a file (want a PJRT plugin .so, such as jax-cuda13-pjrt's xla_cuda_plugin.so)", xlaPlugin)
+				}
+				// The variable carries the choice to the processes a command starts.
+				if err := os.Setenv(backend.XLAPluginEnv, abs); err != nil {
+					return err
+				}
+			}
 			if data == "" {
 				return nil
 			}
@@ -125,6 +139,7 @@ func rootCmd() *cobra.Command {
 			return os.Setenv(shared.DataEnv, abs)
 		},
 	}
+	root.PersistentFlags().StringVar(&xlaPlugin, "xla-plugin", "", "the PJRT plugin file the XLA backend loads (builds with -tags xla; default: $"+backend.XLAPluginEnv+", else found locally, see the README's GPU section)")
 	root.PersistentFlags().StringVar(&data, "data", "", "shared data directory, holding benchmarks/ and train/ (default: see hacrl help)")
 	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd(), rolloutsCmd(),
 		generateCmd(), scoreCmd(), promptCmd(), mergeCmd(), serveCmd(), agentCmd(), busCmd())

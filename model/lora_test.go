@@ -402,76 +402,83 @@ func TestLoRATargets(t *testing.T) {
 // added, and again after they are merged: neither graph is reused for the
 // other model.
 func TestLoRAEnginesAgree(t *testing.T) {
+	for _, c := range loraCases {
+		checkLoRAEnginesAgree(t, newTiny(t, c.model, 19), c.model, c.targets, 1e-4)
+	}
+}
+
+// checkLoRAEnginesAgree is TestLoRAEnginesAgree's check of tiny model name m
+// (made with seed 19) given adapters on targets, with log-probs and
+// entropies within tol.
+func checkLoRAEnginesAgree(t *testing.T, m *Model, name string, targets []string, tol float64) {
+	t.Helper()
 	ctx := context.Background()
 	seqs, _ := loraSeqs()
 	prompts := [][]int{{1, 2}, {3}, {4, 5, 6, 7}}
 	opt := SampleOptions{MaxNewTokens: 6, Greedy: true}
-	near := func(a, b float32) bool { return math.Abs(float64(a-b)) <= 1e-4 }
-	for _, c := range loraCases {
-		m := newTiny(t, c.model, 19)
-		m.SetEngine(EngineGraph)
-		base, err := m.Score(ctx, seqs, true) // builds the graphs of the model without adapters
-		if err != nil {
+	near := func(a, b float32) bool { return math.Abs(float64(a-b)) <= tol }
+	m.SetEngine(EngineGraph)
+	base, err := m.Score(ctx, seqs, true) // builds the graphs of the model without adapters
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Generate(ctx, prompts, opt, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.AddLoRA(LoRA{Rank: 3, Alpha: 6, Targets: targets}, 8); err != nil {
+		t.Fatal(err)
+	}
+	randomizeB(m, 20)
+	var scores [2]Scores
+	var samples [2][]Sample
+	for i, e := range engines {
+		m.SetEngine(e)
+		if scores[i], err = m.Score(ctx, seqs, true); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.Generate(ctx, prompts, opt, nil); err != nil {
+		if samples[i], err = m.Generate(ctx, prompts, opt, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.AddLoRA(LoRA{Rank: 3, Alpha: 6, Targets: c.targets}, 8); err != nil {
-			t.Fatal(err)
-		}
-		randomizeB(m, 20)
-		var scores [2]Scores
-		var samples [2][]Sample
-		for i, e := range engines {
-			m.SetEngine(e)
-			if scores[i], err = m.Score(ctx, seqs, true); err != nil {
-				t.Fatal(err)
+	}
+	moved := 0.0
+	for r := range seqs {
+		for j, x := range scores[0].LogProbs[r] {
+			g := scores[1].LogProbs[r][j]
+			if !near(x, g) || !near(scores[0].Entropy[r][j], scores[1].Entropy[r][j]) {
+				t.Errorf("%s %v: sequence %d token %d: native lp %v entropy %v, graph %v %v", name, targets, r, j,
+					x, scores[0].Entropy[r][j], g, scores[1].Entropy[r][j])
 			}
-			if samples[i], err = m.Generate(ctx, prompts, opt, nil); err != nil {
-				t.Fatal(err)
-			}
+			moved = math.Max(moved, math.Abs(float64(g-base.LogProbs[r][j])))
 		}
-		moved := 0.0
-		for r := range seqs {
-			for j, x := range scores[0].LogProbs[r] {
-				g := scores[1].LogProbs[r][j]
-				if !near(x, g) || !near(scores[0].Entropy[r][j], scores[1].Entropy[r][j]) {
-					t.Errorf("%s %v: sequence %d token %d: native lp %v entropy %v, graph %v %v", c.model, c.targets, r, j,
-						x, scores[0].Entropy[r][j], g, scores[1].Entropy[r][j])
-				}
-				moved = math.Max(moved, math.Abs(float64(g-base.LogProbs[r][j])))
-			}
+	}
+	if moved < 1e-3 {
+		t.Errorf("%s %v: the adapters moved the graph's log-probs by only %g: the graph ignored them", name, targets, moved)
+	}
+	for r := range prompts {
+		n, g := samples[0][r], samples[1][r]
+		if !slices.Equal(n.Tokens, g.Tokens) {
+			t.Fatalf("%s %v: greedy row %d: native %v, graph %v", name, targets, r, n.Tokens, g.Tokens)
 		}
-		if moved < 1e-3 {
-			t.Errorf("%s %v: the adapters moved the graph's log-probs by only %g: the graph ignored them", c.model, c.targets, moved)
-		}
-		for r := range prompts {
-			n, g := samples[0][r], samples[1][r]
-			if !slices.Equal(n.Tokens, g.Tokens) {
-				t.Fatalf("%s %v: greedy row %d: native %v, graph %v", c.model, c.targets, r, n.Tokens, g.Tokens)
-			}
-			for j := range n.LogProbs {
-				if !near(n.LogProbs[j], g.LogProbs[j]) {
-					t.Errorf("%s %v: greedy row %d token %d: native log-prob %v, graph %v", c.model, c.targets, r, j, n.LogProbs[j], g.LogProbs[j])
-				}
+		for j := range n.LogProbs {
+			if !near(n.LogProbs[j], g.LogProbs[j]) {
+				t.Errorf("%s %v: greedy row %d token %d: native log-prob %v, graph %v", name, targets, r, j, n.LogProbs[j], g.LogProbs[j])
 			}
 		}
-		// Merged, the model runs the graphs of a model without adapters again.
-		want := scores[0]
-		if err := m.MergeLoRA(); err != nil {
-			t.Fatal(err)
-		}
-		m.SetEngine(EngineGraph)
-		got, err := m.Score(ctx, seqs, true)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for r := range seqs {
-			for j, x := range want.LogProbs[r] {
-				if !near(x, got.LogProbs[r][j]) {
-					t.Errorf("%s %v: merged, on the graphs: sequence %d token %d: lp %v, adapted %v", c.model, c.targets, r, j, got.LogProbs[r][j], x)
-				}
+	}
+	// Merged, the model runs the graphs of a model without adapters again.
+	want := scores[0]
+	if err := m.MergeLoRA(); err != nil {
+		t.Fatal(err)
+	}
+	m.SetEngine(EngineGraph)
+	got, err := m.Score(ctx, seqs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range seqs {
+		for j, x := range want.LogProbs[r] {
+			if !near(x, got.LogProbs[r][j]) {
+				t.Errorf("%s %v: merged, on the graphs: sequence %d token %d: lp %v, adapted %v", name, targets, r, j, got.LogProbs[r][j], x)
 			}
 		}
 	}
@@ -480,27 +487,33 @@ func TestLoRAEnginesAgree(t *testing.T) {
 // The graphs' adapter gradients, accumulated over two calls, match the
 // native engine's, and so do the log-probs they return.
 func TestLoRAGradientsMatchGraph(t *testing.T) {
-	ctx := context.Background()
-	seqs, w := loraSeqs()
 	for _, c := range loraCases {
-		m := newTiny(t, c.model, 21)
-		if err := m.AddLoRA(LoRA{Rank: 3, Alpha: 5, Targets: c.targets}, 6); err != nil {
-			t.Fatal(err)
+		checkLoRAGradients(t, newTiny(t, c.model, 21), c.model, c.targets, 1e-4)
+	}
+}
+
+// checkLoRAGradients is TestLoRAGradientsMatchGraph's check of tiny model
+// name m (made with seed 21) given adapters on targets, with log-probs
+// within lpTol.
+func checkLoRAGradients(t *testing.T, m *Model, name string, targets []string, lpTol float64) {
+	t.Helper()
+	seqs, w := loraSeqs()
+	if err := m.AddLoRA(LoRA{Rank: 3, Alpha: 5, Targets: targets}, 6); err != nil {
+		t.Fatal(err)
+	}
+	randomizeB(m, 22)
+	acc, lps := accumulateOnEngines(context.Background(), t, m, seqs, w, 1)
+	checkLogProbsWithin(t, fmt.Sprintf("%s %v", name, targets), lps, lpTol)
+	if len(acc[1]) != len(m.lora.specs) {
+		t.Fatalf("%s %v: the graph accumulated %d gradients, want one per adapter tensor (%d)", name, targets, len(acc[1]), len(m.lora.specs))
+	}
+	for i, s := range m.lora.specs {
+		diff, norm := gradientGap(acc[0][i], acc[1][i])
+		if norm == 0 {
+			t.Errorf("%s %v: %s: zero gradient", name, targets, s.name)
 		}
-		randomizeB(m, 22)
-		acc, lps := accumulateOnEngines(ctx, t, m, seqs, w, 1)
-		checkLogProbsAgree(t, fmt.Sprintf("%s %v", c.model, c.targets), lps)
-		if len(acc[1]) != len(m.lora.specs) {
-			t.Fatalf("%s %v: the graph accumulated %d gradients, want one per adapter tensor (%d)", c.model, c.targets, len(acc[1]), len(m.lora.specs))
-		}
-		for i, s := range m.lora.specs {
-			diff, norm := gradientGap(acc[0][i], acc[1][i])
-			if norm == 0 {
-				t.Errorf("%s %v: %s: zero gradient", c.model, c.targets, s.name)
-			}
-			if diff > 1e-4*norm+1e-6 {
-				t.Errorf("%s %v: %s: native gradient differs from the graph's by %.3g (norm %.3g)", c.model, c.targets, s.name, diff, norm)
-			}
+		if diff > 1e-4*norm+1e-6 {
+			t.Errorf("%s %v: %s: native gradient differs from the graph's by %.3g (norm %.3g)", name, targets, s.name, diff, norm)
 		}
 	}
 }

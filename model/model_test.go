@@ -53,7 +53,13 @@ var tinyConfigs = map[string]Config{
 
 func newTiny(t testing.TB, name string, seed int64) *Model {
 	t.Helper()
-	m, err := New(testBackend(t), tinyConfigs[name], seed)
+	return newTinyOn(t, testBackend(t), name, seed)
+}
+
+// newTinyOn is newTiny on backend b.
+func newTinyOn(t testing.TB, b compute.Backend, name string, seed int64) *Model {
+	t.Helper()
+	m, err := New(b, tinyConfigs[name], seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,36 +237,43 @@ func TestSamplerMatchesScorer(t *testing.T) {
 // tokens with the same log-probs from the same generator state, with ragged
 // prompts, rows stopping at different steps and rows reaching MaxSeq.
 func TestEnginesAgree(t *testing.T) {
+	for name := range tinyConfigs {
+		checkEnginesAgree(t, newTiny(t, name, 13), name, 1e-4)
+	}
+}
+
+// checkEnginesAgree is TestEnginesAgree's check of tiny model name m (made
+// with seed 13), with log-probs within tol.
+func checkEnginesAgree(t *testing.T, m *Model, name string, tol float64) {
+	t.Helper()
 	ctx := context.Background()
-	for name, cfg := range tinyConfigs {
-		m := newTiny(t, name, 13)
-		prompts := [][]int{{1}, {2, 3, 4, 5, 6, 7, 8}, {9, 10, 11}, randomTokens(rand.New(rand.NewPCG(1, 1)), cfg.MaxSeq-3, 16), {12, 13}}
-		opt := SampleOptions{MaxNewTokens: 20, Temperature: 0.9, Stop: []int{5}}
-		var got [2][]Sample
-		for i, e := range []Engine{EngineNative, EngineGraph} {
-			m.SetEngine(e)
-			s, err := m.Generate(ctx, prompts, opt, rand.New(rand.NewPCG(4, 2)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got[i] = s
+	cfg := tinyConfigs[name]
+	prompts := [][]int{{1}, {2, 3, 4, 5, 6, 7, 8}, {9, 10, 11}, randomTokens(rand.New(rand.NewPCG(1, 1)), cfg.MaxSeq-3, 16), {12, 13}}
+	opt := SampleOptions{MaxNewTokens: 20, Temperature: 0.9, Stop: []int{5}}
+	var got [2][]Sample
+	for i, e := range []Engine{EngineNative, EngineGraph} {
+		m.SetEngine(e)
+		s, err := m.Generate(ctx, prompts, opt, rand.New(rand.NewPCG(4, 2)))
+		if err != nil {
+			t.Fatal(err)
 		}
-		lengths := map[int]bool{}
-		for r := range prompts {
-			n, g := got[0][r], got[1][r]
-			lengths[len(n.Tokens)] = true
-			if !slices.Equal(n.Tokens, g.Tokens) || n.Stopped != g.Stopped {
-				t.Fatalf("%s row %d: native %v (stopped %v), graph %v (stopped %v)", name, r, n.Tokens, n.Stopped, g.Tokens, g.Stopped)
-			}
-			for j := range n.LogProbs {
-				if d := math.Abs(float64(n.LogProbs[j] - g.LogProbs[j])); d > 1e-4 {
-					t.Errorf("%s row %d token %d: native log-prob %v, graph %v", name, r, j, n.LogProbs[j], g.LogProbs[j])
-				}
+		got[i] = s
+	}
+	lengths := map[int]bool{}
+	for r := range prompts {
+		n, g := got[0][r], got[1][r]
+		lengths[len(n.Tokens)] = true
+		if !slices.Equal(n.Tokens, g.Tokens) || n.Stopped != g.Stopped {
+			t.Fatalf("%s row %d: native %v (stopped %v), graph %v (stopped %v)", name, r, n.Tokens, n.Stopped, g.Tokens, g.Stopped)
+		}
+		for j := range n.LogProbs {
+			if d := math.Abs(float64(n.LogProbs[j] - g.LogProbs[j])); d > tol {
+				t.Errorf("%s row %d token %d: native log-prob %v, graph %v", name, r, j, n.LogProbs[j], g.LogProbs[j])
 			}
 		}
-		if len(lengths) < 2 {
-			t.Errorf("%s: every row generated the same number of tokens; the test wants rows ending at different steps", name)
-		}
+	}
+	if len(lengths) < 2 {
+		t.Errorf("%s: every row generated the same number of tokens; the test wants rows ending at different steps", name)
 	}
 }
 
@@ -1158,27 +1171,32 @@ func TestCloneIsIndependent(t *testing.T) {
 // difference test checks) and log-probs, for every tiny config, with
 // sequences of different lengths and zero-weight tokens.
 func TestNativeGradientsMatchGraph(t *testing.T) {
-	ctx := context.Background()
 	for name := range tinyConfigs {
-		m := newTiny(t, name, 17)
-		rng := rand.New(rand.NewPCG(17, 1))
-		var seqs []Sequence
-		var w [][]float32
-		for i := range 5 {
-			s := Sequence{Prompt: randomTokens(rng, 1+3*i, 16), Response: randomTokens(rng, 2+5*i, 16)}
-			ws := make([]float32, len(s.Response))
-			for j := range ws {
-				ws[j] = float32(rng.NormFloat64())
-			}
-			ws[0] = 0
-			seqs, w = append(seqs, s), append(w, ws)
+		checkGradientsMatch(t, newTiny(t, name, 17), name, 1e-4)
+	}
+}
+
+// checkGradientsMatch is TestNativeGradientsMatchGraph's check of tiny model
+// name m, with log-probs within lpTol.
+func checkGradientsMatch(t *testing.T, m *Model, name string, lpTol float64) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(17, 1))
+	var seqs []Sequence
+	var w [][]float32
+	for i := range 5 {
+		s := Sequence{Prompt: randomTokens(rng, 1+3*i, 16), Response: randomTokens(rng, 2+5*i, 16)}
+		ws := make([]float32, len(s.Response))
+		for j := range ws {
+			ws[j] = float32(rng.NormFloat64())
 		}
-		acc, lps := accumulateOnEngines(ctx, t, m, seqs, w, 2)
-		checkLogProbsAgree(t, name, lps)
-		for i, s := range m.specs {
-			if diff, norm := gradientGap(acc[0][i], acc[1][i]); diff > 1e-4*norm+1e-6 {
-				t.Errorf("%s: %s: native gradient differs from the graph's by %.3g (norm %.3g)", name, s.name, diff, norm)
-			}
+		ws[0] = 0
+		seqs, w = append(seqs, s), append(w, ws)
+	}
+	acc, lps := accumulateOnEngines(context.Background(), t, m, seqs, w, 2)
+	checkLogProbsWithin(t, name, lps, lpTol)
+	for i, s := range m.specs {
+		if diff, norm := gradientGap(acc[0][i], acc[1][i]); diff > 1e-4*norm+1e-6 {
+			t.Errorf("%s: %s: native gradient differs from the graph's by %.3g (norm %.3g)", name, s.name, diff, norm)
 		}
 	}
 }
@@ -1212,9 +1230,15 @@ func accumulateOnEngines(ctx context.Context, t *testing.T, m *Model, seqs []Seq
 // the graphs' (lps[1]) differ by more than 1e-4 anywhere.
 func checkLogProbsAgree(t *testing.T, label string, lps [2][][]float32) {
 	t.Helper()
+	checkLogProbsWithin(t, label, lps, 1e-4)
+}
+
+// checkLogProbsWithin is checkLogProbsAgree with the tolerance tol.
+func checkLogProbsWithin(t *testing.T, label string, lps [2][][]float32, tol float64) {
+	t.Helper()
 	for r := range lps[0] {
 		for j := range lps[0][r] {
-			if d := math.Abs(float64(lps[0][r][j] - lps[1][r][j])); d > 1e-4 {
+			if d := math.Abs(float64(lps[0][r][j] - lps[1][r][j])); d > tol {
 				t.Errorf("%s: sequence %d token %d: native lp %v, graph %v", label, r, j, lps[0][r][j], lps[1][r][j])
 			}
 		}
@@ -1234,36 +1258,43 @@ func gradientGap(nat, gr []float64) (diff, norm float64) {
 // Training steps (accumulation over two calls, clipping, weight decay) on
 // the native engine and on the graphs end at the same weights.
 func TestEnginesTrainAlike(t *testing.T) {
-	ctx := context.Background()
 	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen2-tied", "qwen3-gqa"} {
-		var final [2][][]float64
-		for i, e := range []Engine{EngineNative, EngineGraph} {
-			m := newTiny(t, name, 23)
-			m.SetEngine(e)
-			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 3e-3, WeightDecay: 0.1, MaxGradNorm: 0.5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(23, 5))
-			for range 3 {
-				for range 2 {
-					seqs := []Sequence{{Prompt: randomTokens(rng, 3, 16), Response: randomTokens(rng, 9, 16)}, {Prompt: randomTokens(rng, 5, 16), Response: randomTokens(rng, 4, 16)}}
-					w := [][]float32{slices.Repeat([]float32{-0.2}, 9), slices.Repeat([]float32{0.3}, 4)}
-					if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if _, err := tr.Apply(ctx, 0); err != nil {
+		checkTrainAlike(t, testBackend(t), name)
+	}
+}
+
+// checkTrainAlike is TestEnginesTrainAlike's check of tiny model name on
+// backend b.
+func checkTrainAlike(t *testing.T, b compute.Backend, name string) {
+	t.Helper()
+	ctx := context.Background()
+	var final [2][][]float64
+	for i, e := range []Engine{EngineNative, EngineGraph} {
+		m := newTinyOn(t, b, name, 23)
+		m.SetEngine(e)
+		tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 3e-3, WeightDecay: 0.1, MaxGradNorm: 0.5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(23, 5))
+		for range 3 {
+			for range 2 {
+				seqs := []Sequence{{Prompt: randomTokens(rng, 3, 16), Response: randomTokens(rng, 9, 16)}, {Prompt: randomTokens(rng, 5, 16), Response: randomTokens(rng, 4, 16)}}
+				w := [][]float32{slices.Repeat([]float32{-0.2}, 9), slices.Repeat([]float32{0.3}, 4)}
+				if _, err := tr.Accumulate(ctx, seqs, w); err != nil {
 					t.Fatal(err)
 				}
 			}
-			final[i] = m.allParams()
+			if _, err := tr.Apply(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
 		}
-		for j, s := range newTiny(t, name, 23).specs {
-			for k := range final[0][j] {
-				if d := math.Abs(final[0][j][k] - final[1][j][k]); d > 1e-5 {
-					t.Fatalf("%s: %s[%d]: native %v, graph %v", name, s.name, k, final[0][j][k], final[1][j][k])
-				}
+		final[i] = m.allParams()
+	}
+	for j, s := range newTinyOn(t, b, name, 23).specs {
+		for k := range final[0][j] {
+			if d := math.Abs(final[0][j][k] - final[1][j][k]); d > 1e-5 {
+				t.Fatalf("%s: %s[%d]: native %v, graph %v", name, s.name, k, final[0][j][k], final[1][j][k])
 			}
 		}
 	}

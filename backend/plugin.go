@@ -1,12 +1,15 @@
 package backend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // XLAPluginEnv names the environment variable that names the PJRT plugin file
@@ -32,9 +35,11 @@ type pluginPlace struct {
 //     (~/.cache/hacrl/xla), then go-xla's directories as above.
 //
 // The Python environments are $VIRTUAL_ENV, $CONDA_PREFIX, the prefix of each
-// python3 on $PATH, ~/.local, /usr/local, /usr and /opt/conda, each one's
-// lib/python3*/site-packages and dist-packages. When nothing is found the
-// error lists every place looked at and how to get a plugin.
+// python3 on $PATH, the package directories the first python3 on $PATH
+// reports (site.getsitepackages: pyenv, uv and conda interpreters), ~/.local,
+// /usr/local, /usr and /opt/conda, each prefix's lib/python3*/site-packages
+// and dist-packages. When nothing is found the error lists every place
+// looked at and how to get a plugin.
 func FindXLAPlugin(platform string) (string, error) {
 	if p := os.Getenv(XLAPluginEnv); p != "" {
 		return explicitPlugin(p, "$"+XLAPluginEnv)
@@ -167,7 +172,8 @@ func goXLADirs() []string {
 
 // sitePackages lists the Python package directories that exist, in search
 // order: $VIRTUAL_ENV, $CONDA_PREFIX, each python3 on $PATH (a virtual
-// environment's bin/ included), ~/.local, /usr/local, /usr, /opt/conda.
+// environment's bin/ included), what python3 reports, ~/.local, /usr/local,
+// /usr, /opt/conda; a directory reached twice through links is listed once.
 func sitePackages() []string {
 	var prefixes []string
 	for _, env := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
@@ -183,25 +189,66 @@ func sitePackages() []string {
 			prefixes = append(prefixes, filepath.Dir(filepath.Clean(dir)))
 		}
 	}
+	var defaults []string
 	if home, err := os.UserHomeDir(); err == nil {
-		prefixes = append(prefixes, filepath.Join(home, ".local"))
+		defaults = append(defaults, filepath.Join(home, ".local"))
 	}
-	prefixes = append(prefixes, "/usr/local", "/usr", "/opt/conda")
+	defaults = append(defaults, "/usr/local", "/usr", "/opt/conda")
 
-	var sites []string
-	for _, p := range prefixes {
+	var sites, seen []string
+	add := func(dir string) {
+		real, err := filepath.EvalSymlinks(dir) // /lib is often /usr/lib
+		if err != nil || slices.Contains(seen, real) {
+			return
+		}
+		if fi, err := os.Stat(real); err == nil && fi.IsDir() {
+			sites, seen = append(sites, dir), append(seen, real)
+		}
+	}
+	glob := func(p string) {
 		for _, pattern := range []string{"lib/python3*/site-packages", "lib/python3*/dist-packages", "lib/python3/dist-packages"} {
 			matches, _ := filepath.Glob(filepath.Join(p, pattern))
 			slices.Sort(matches)
 			slices.Reverse(matches) // python3.12 before python3.11
 			for _, m := range matches {
-				if fi, err := os.Stat(m); err == nil && fi.IsDir() && !slices.Contains(sites, m) {
-					sites = append(sites, m)
-				}
+				add(m)
 			}
 		}
 	}
+	for _, p := range prefixes {
+		glob(p)
+	}
+	for _, d := range pythonSites() {
+		add(d)
+	}
+	for _, p := range defaults {
+		glob(p)
+	}
 	return sites
+}
+
+// pythonSites asks the first python3 on $PATH for its package directories,
+// which a shim (pyenv) or an unusual layout hides from sitePackages' globs.
+// It gives nothing if there is no python3 or it does not answer in 10 s.
+func pythonSites() []string {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "-I", "-c",
+		"import site, sysconfig; print('\\n'.join(site.getsitepackages() + [site.getusersitepackages(), sysconfig.get_paths()['purelib']]))").Output()
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if line = strings.TrimSpace(line); filepath.IsAbs(line) {
+			dirs = append(dirs, line)
+		}
+	}
+	return dirs
 }
 
 // xlaPlugin splits an "xla" backend config's options ("cuda", "cpu,opt=v",

@@ -181,3 +181,21 @@ func TestXLAConfig(t *testing.T) {
 		t.Errorf("a missing plugin path: error %v, want one naming it", err)
 	}
 }
+
+// A python3 whose packages sit where no glob looks (a pyenv shim, say) is
+// asked where they are.
+func TestFindXLAPluginAsksPython(t *testing.T) {
+	w := newPluginWorld(t)
+	plugin := w.file("odd/place/jax_plugins/xla_cuda13/xla_cuda_plugin.so")
+	script := "#!/bin/sh\necho " + w.path("odd/place") + "\n"
+	if err := os.WriteFile(w.path("venv/bin/python3"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(w.path("venv/bin/python3"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := FindXLAPlugin("cuda")
+	if err != nil || got != plugin {
+		t.Errorf("FindXLAPlugin = %q, %v; want %s, where python3 says its packages are", got, err, plugin)
+	}
+}

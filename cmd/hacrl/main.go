@@ -94,6 +94,14 @@ $HACRL_SHARED/data; shared/data in the parent or grandparent of the binary's
 directory; ../shared/data beside the repository found above the working
 directory.
 
+The compute backend is --backend (or a run config's backend:), overridden by
+$HACRL_BACKEND or $GOMLX_BACKEND: go (the CPU, the default) or, in a build
+with -tags xla, xla:cuda (GPUs) and xla:cpu. The XLA backend loads a PJRT
+plugin found on this machine and never downloads one: --xla-plugin FILE
+(or $HACRL_XLA_PLUGIN), else pip's jax-cuda13-pjrt / jax-cuda12-pjrt
+(xla:cuda) or lammps-jax-pjrt-cpu (xla:cpu, scripts/xla-cpu-plugin.sh); a
+missing plugin is an error that lists every place looked at.
+
 Exit status:
   0    success (verify: equal)
   1    failure (verify: not equal; verify --jsonl, score: a bad line; any error)

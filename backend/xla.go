@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gomlx/compute"
 	"github.com/gomlx/go-xla/compute/xla" // registers "xla"; needs cgo and a PJRT plugin at run time
@@ -35,6 +36,13 @@ func init() {
 // checkXLA loads the plugin of s (once per process) and checks its PJRT C
 // API version and its platform.
 func checkXLA(s xlaSpec) error {
+	if os.Getenv("GOPJRT_CUDA_CHECKS") == "" && jaxLayout(s.plugin) {
+		// go-xla warns, when it loads a CUDA plugin, that nvidia/ is not
+		// beside the plugin's directory (go-xla's own layout); pip's
+		// jax-cuda*-pjrt keeps it two levels up (site-packages/nvidia),
+		// where the plugin's RPATH points.
+		os.Setenv("GOPJRT_CUDA_CHECKS", "0")
+	}
 	p, err := pjrt.GetPlugin(s.plugin)
 	if err != nil {
 		return fmt.Errorf("loading PJRT plugin %s: %w", s.plugin, err)
@@ -44,22 +52,15 @@ func checkXLA(s xlaSpec) error {
 
 // newXLA creates the XLA backend of s, whose plugin checkXLA accepted.
 func newXLA(s xlaSpec) (compute.Backend, error) {
-	path, rest := s.plugin, s.rest
-	p, err := pjrt.GetPlugin(path)
-	if err != nil {
-		return nil, fmt.Errorf("loading PJRT plugin %s: %w", path, err)
+	cfg := s.plugin
+	if s.rest != "" {
+		cfg += "," + s.rest
 	}
-	if p.IsCUDA() && os.Getenv("GOPJRT_CUDA_CHECKS") == "" && jaxLayout(path) {
-		// go-xla warns when nvidia/ is not beside the plugin's directory,
-		// go-xla's own layout; pip's jax-cuda*-pjrt keeps it two levels up
-		// (site-packages/nvidia), where the plugin's RPATH points.
-		os.Setenv("GOPJRT_CUDA_CHECKS", "0")
+	b, err := xla.New(cfg)
+	if err != nil && strings.Contains(err.Error(), "No visible GPU") {
+		return nil, fmt.Errorf("%w (the CUDA plugin %s loaded but sees no GPU: check nvidia-smi and $CUDA_VISIBLE_DEVICES, or use xla:cpu)", err, s.plugin)
 	}
-	cfg := path
-	if rest != "" {
-		cfg += "," + rest
-	}
-	return xla.New(cfg)
+	return b, err
 }
 
 // checkPlugin refuses a plugin whose PJRT C API go-xla cannot use, or whose

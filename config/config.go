@@ -82,8 +82,9 @@ type Config struct {
 	// value reaches a checkpoint.
 	OnNonFinite string `yaml:"on_non_finite,omitempty" json:"on_non_finite,omitempty" default:"skip"`
 	// Backend is the GoMLX backend configuration, e.g. go:parallelism=-1, or
-	// xla:cuda in a build with -tags xla. The GOMLX_BACKEND environment
-	// variable overrides it, and so does --backend.
+	// xla:cuda (GPUs) or xla:cpu in a build with -tags xla, which loads a
+	// PJRT plugin found on the machine (--xla-plugin, docs/gpu.md). The
+	// GOMLX_BACKEND environment variable overrides it, and so does --backend.
 	Backend string `yaml:"backend,omitempty" json:"backend,omitempty" derived:"the backend package's default (see below)"`
 	// Engine is how the models run: native (hand-written CPU kernels), graph
 	// (GoMLX graphs, the path for GPUs) or auto (native for float32 models on

@@ -261,6 +261,9 @@ func (m *Model) EngineName() string {
 
 // native reports whether the model runs on the native decoder.
 func (m *Model) native() bool {
+	if m.bf16 {
+		return false
+	}
 	switch m.engine {
 	case EngineNative:
 		return m.dtype == dtypes.Float32

@@ -19,7 +19,7 @@ func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	// proj is the linear layer named module (its LoRA adapters included),
 	// whose Hugging Face path has the "transformer." our names lack.
 	proj := func(x *Node, module string) *Node {
-		return n.adapt(linear(x, n.p(p+module+".weight"), n.p(p+module+".bias")), x, "transformer."+p+module)
+		return n.adapt(n.linear(x, n.p(p+module+".weight"), n.p(p+module+".bias")), x, "transformer."+p+module)
 	}
 	h := layerNorm(x, n.p(p+"ln_1.weight"), n.p(p+"ln_1.bias"), c.NormEps)
 	// c_attn's output columns are q | k | v; three products on column slices
@@ -30,7 +30,7 @@ func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 	u := n.loraInput(h, path)
 	part := func(i int) *Node {
 		d := c.Dim
-		y := linear(h, Slice(w, AxisRange(), AxisRange(i*d, (i+1)*d)), Slice(b, AxisRange(i*d, (i+1)*d)))
+		y := n.linear(h, Slice(w, AxisRange(), AxisRange(i*d, (i+1)*d)), Slice(b, AxisRange(i*d, (i+1)*d)))
 		y = n.adaptColumns(y, u, path, i*d, (i+1)*d)
 		return splitHeads(y, c.Heads) // [B,T,H,Dh]
 	}
@@ -44,8 +44,8 @@ func (n *net) gptBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 
 // linear is x [...,in] · w [in,out] (+ b [out]): GPT-2's Conv1D, and
 // torch.nn.Linear with the weight held transposed.
-func linear(x, w, b *Node) *Node {
-	y := DotGeneral(x, []int{x.Rank() - 1}, nil, w, []int{0}, nil)
+func (n *net) linear(x, w, b *Node) *Node {
+	y := n.dot(x, []int{x.Rank() - 1}, nil, w, []int{0}, nil)
 	if b != nil {
 		y = Add(y, lastAxis(b, y))
 	}

@@ -23,7 +23,7 @@ func (n *net) llamaBlock(l int, x *Node, at *attention) (out, k, v *Node) {
 
 	// proj is the linear layer named module (its LoRA adapters included).
 	proj := func(x *Node, module string) *Node {
-		return n.adapt(linear(x, n.p(p+module+".weight"), n.optional(p+module+".bias")), x, p+module)
+		return n.adapt(n.linear(x, n.p(p+module+".weight"), n.optional(p+module+".bias")), x, p+module)
 	}
 	h := rmsNorm(x, n.p(p+"input_layernorm.weight"), c.NormEps)
 	q := splitHeads(proj(h, "self_attn.q_proj"), c.Heads) // [B,T,H,Dh]

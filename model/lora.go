@@ -426,7 +426,7 @@ func (m *Model) Base() *Model {
 		return m
 	}
 	b := blankModel(m.backend, m.cfg, m.dtype)
-	b.engine, b.gen = m.engine, m.gen
+	b.engine, b.gen, b.bf16 = m.engine, m.gen, m.bf16
 	b.baseOf = m
 	return b
 }

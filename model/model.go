@@ -58,6 +58,9 @@ type Model struct {
 
 	engine Engine // set by SetEngine
 
+	// bf16 makes the graphs' matrix products bfloat16 (SetComputeDType).
+	bf16 bool
+
 	gen *GenerationConfig // the checkpoint's generation_config.json, if it had one
 
 	arenas arenaPool // buffers of native passes, kept between them
@@ -69,6 +72,50 @@ type Model struct {
 // Trainer.Apply run the model from now on (EngineAuto by default). Call it before using the model
 // from several goroutines.
 func (m *Model) SetEngine(e Engine) { m.engine = e }
+
+// SetComputeDType chooses the dtype of the matrix products: Float32 (the
+// default) or BFloat16, mixed precision as PyTorch's autocast and verl's
+// FSDP mixed precision do it. With BFloat16 every product of the graphs —
+// the linear layers, LoRA's, the two attention products and the LM head —
+// takes bfloat16 operands and rounds its result to bfloat16 (the backend
+// accumulates in float32), and the result goes on in float32: the
+// parameters, the gradient accumulator and the AdamW moments stay float32,
+// and so do the embeddings, norms, rotary embeddings, softmax, log-probs,
+// entropies and the loss. Gradients flow back through the casts, so the
+// backward products are bfloat16 too. The native engine computes in
+// float32 only: a bfloat16 model runs on the graphs, even when EngineNative
+// was set, as a float64 model does; so SetComputeDType refuses BFloat16 for
+// a model set to EngineNative. It also refuses it on GoMLX's Go backend,
+// whose bfloat16 products are not to be trusted (see TestGoBackendBF16Products):
+// bfloat16 is for the XLA backend. Call it before the model's first pass.
+func (m *Model) SetComputeDType(dt dtypes.DType) error {
+	switch {
+	case dt == dtypes.Float32:
+		m.bf16 = false
+	case dt != dtypes.BFloat16:
+		return fmt.Errorf("model: compute dtype %s: want float32 or bfloat16", dt)
+	case m.dtype != dtypes.Float32:
+		return fmt.Errorf("model: compute dtype bfloat16 needs float32 parameters, the model has %s", m.dtype)
+	case m.engine == EngineNative:
+		return fmt.Errorf("model: compute dtype bfloat16 runs on the graph engine; the native engine computes in float32 (engine auto or graph)")
+	case m.backend.String() == "go":
+		// compute v0.1.3: DotGeneral on bfloat16 operands whose contracted
+		// axes are both last (x·Wᵀ, q·kᵀ) gives results off by more than
+		// 100% (TestGoBackendBF16Products).
+		return fmt.Errorf("model: compute dtype bfloat16 needs the XLA backend (xla:cuda, xla:cpu); GoMLX's Go backend computes some bfloat16 products wrongly")
+	default:
+		m.bf16 = true
+	}
+	return nil
+}
+
+// ComputeDType is the dtype of the model's matrix products (SetComputeDType).
+func (m *Model) ComputeDType() dtypes.DType {
+	if m.bf16 {
+		return dtypes.BFloat16
+	}
+	return m.dtype
+}
 
 // Trim drops the buffers the native engine keeps between passes (the
 // activations of a training or scoring pass: up to about a gigabyte at real
@@ -125,7 +172,7 @@ func (m *Model) NumParams() int64 {
 // penalty.
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
-	c.engine, c.gen = m.engine, m.gen
+	c.engine, c.gen, c.bf16 = m.engine, m.gen, m.bf16
 	o := m.owner()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
@@ -265,12 +312,16 @@ func (m *Model) owner() *Model {
 // for a model with adapters is kept apart from one built without, or with
 // adapters of another configuration: the name it is kept under says which.
 func (m *Model) exec(name string, fn func(n *net, in []*Node) []*Node) *Exec {
-	np, ad := len(m.specs), m.lora
+	np, ad, bf16 := len(m.specs), m.lora, m.bf16
 	if ad != nil {
 		name += ad.execKey()
 	}
+	if bf16 {
+		name += "+bf16"
+	}
 	return m.rawExec(name, func(in []*Node) []*Node {
 		n := newNet(m.cfg, m.specs, in[:np])
+		n.bf16 = bf16
 		in = in[np:]
 		if ad != nil {
 			n.lora = newLoRANet(ad, in[:len(ad.specs)])

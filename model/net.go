@@ -3,7 +3,9 @@ package model
 import (
 	"fmt"
 	"math"
+	"os"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive // the graph DSL reads best dot-imported
@@ -19,6 +21,18 @@ type net struct {
 	w      map[string]*Node
 	train  bool     // the graph takes gradients: wire the hand-written backward passes
 	lora   *loraNet // the LoRA adapters (net_lora.go), or nil
+	bf16   bool     // matrix products on bfloat16 operands (Model.SetComputeDType)
+}
+
+// dot is DotGeneral(x, xContract, xBatch, y, yContract, yBatch), on
+// bfloat16 operands when the model computes in bf16: the result, rounded to
+// bfloat16, returns to x's dtype, as under PyTorch's autocast.
+func (n *net) dot(x *Node, xContract, xBatch []int, y *Node, yContract, yBatch []int) *Node {
+	if !n.bf16 || x.DType() == dtypes.BFloat16 {
+		return DotGeneral(x, xContract, xBatch, y, yContract, yBatch)
+	}
+	bf := func(v *Node) *Node { return ConvertDType(v, dtypes.BFloat16) }
+	return ConvertDType(DotGeneral(bf(x), xContract, xBatch, bf(y), yContract, yBatch), x.DType())
 }
 
 func newNet(cfg Config, specs []paramSpec, params []*Node) *net {
@@ -52,6 +66,7 @@ func (n *net) optional(name string) *Node { return n.w[name] }
 type attention struct {
 	pos      *Node   // [B,T] int32: position id of each query token
 	mask     *Node   // [B,T,S] bool: query t may attend key slot s
+	causal   bool    // mask is exactly causal: no padding before any row's tokens, no cache
 	cache    []*Node // nil, or per layer keys [B,KVH,Dh,S] and values [B,KVH,S,Dh]
 	slot     *Node   // scalar int32: the cache slot written by a decoding pass
 	bias     *Node   // [B·KVH,G·T,S] additive mask (0 or −1e30), built on first use
@@ -115,7 +130,7 @@ func (n *net) head(x *Node) *Node {
 	if w == nil {
 		w = n.p(n.cfg.embeddingName())
 	}
-	return DotGeneral(x, []int{2}, nil, w, []int{1}, nil)
+	return n.dot(x, []int{2}, nil, w, []int{1}, nil)
 }
 
 // attend runs causal multi-head attention of layer l on queries q
@@ -132,11 +147,48 @@ func (n *net) attend(l int, q, kT, v *Node, at *attention) (out, keys, values *N
 	B, T, H, Dh := q.Shape().Dimensions[0], q.Shape().Dimensions[1], q.Shape().Dimensions[2], q.Shape().Dimensions[3]
 	KVH, S := kT.Shape().Dimensions[1], kT.Shape().Dimensions[3]
 	G := H / KVH
-	q = TransposeAllDims(MulScalar(q, 1/math.Sqrt(float64(Dh))), 0, 2, 1, 3) // [B,H,T,Dh]
-	q = Reshape(q, B*KVH, G*T, Dh)
-	o := n.attentionProducts(q, Reshape(kT, B*KVH, Dh, S), Reshape(v, B*KVH, S, Dh), at.maskBias(KVH, G, q.DType()))
-	o = Transpose(Reshape(o, B, H, T, Dh), 1, 2) // [B,T,H,Dh]
-	return Reshape(o, B, T, H*Dh), kT, v
+	decomposed := func() *Node {
+		q := TransposeAllDims(MulScalar(q, 1/math.Sqrt(float64(Dh))), 0, 2, 1, 3) // [B,H,T,Dh]
+		q = Reshape(q, B*KVH, G*T, Dh)
+		o := n.attentionProducts(q, Reshape(kT, B*KVH, Dh, S), Reshape(v, B*KVH, S, Dh), at.maskBias(KVH, G, q.DType()))
+		o = Transpose(Reshape(o, B, H, T, Dh), 1, 2) // [B,T,H,Dh]
+		return Reshape(o, B, T, H*Dh)
+	}
+	use, vjp := n.fusedAttention(q.Graph().Backend().Capabilities(), at, Dh)
+	if !use {
+		return decomposed(), kT, v
+	}
+	fused := func() *Node {
+		bf := func(x *Node) *Node { return ConvertDType(x, dtypes.BFloat16) }
+		o, _ := BackendFusedScaledDotProductAttention(bf(headsFirst(q)), bf(TransposeAllDims(kT, 0, 1, 3, 2)), bf(v),
+			compute.AttentionAxesLayoutBHSD, &compute.ScaledDotProductAttentionConfig{Scale: 1 / math.Sqrt(float64(Dh)), Causal: true})
+		return Reshape(ConvertDType(headsFirst(o), q.DType()), B, T, H*Dh) // [B,H,T,Dh] → [B,T,H·Dh]
+	}
+	out, _ = InternalFusedOpCaller(fused, decomposed, !vjp)
+	return out, kT, v
+}
+
+// FusedAttentionEnv names the environment variable that, set to 0, keeps
+// the graphs on their own attention where the backend offers a fused one.
+const FusedAttentionEnv = "HACRL_FUSED_ATTENTION"
+
+// fusedAttention reports whether a pass's attention runs as the backend's
+// fused scaled-dot-product attention (on XLA's CUDA plugin, cuDNN's flash
+// attention, forward and backward) and whether the backend has its
+// backward pass too (otherwise the gradient is that of the decomposed
+// attention). It does when the backend offers the op and the fused op
+// computes exactly what the decomposed attention does, in the model's
+// precision: a pass without a KV cache whose mask is causal (scoring and
+// training: rows right-padded, so every real token sees exactly the tokens
+// before it), products in bfloat16 (cuDNN's flash attention takes half
+// precision only), heads a multiple of 8 wide; and FusedAttentionEnv is
+// not 0. Decoding and prefills of left-padded prompts keep the decomposed
+// attention, as do float32 models.
+func (n *net) fusedAttention(caps compute.Capabilities, at *attention, headDim int) (use, vjp bool) {
+	if !n.bf16 || at.cache != nil || !at.causal || headDim%8 != 0 || os.Getenv(FusedAttentionEnv) == "0" {
+		return false, false
+	}
+	return caps.Operations[compute.OpTypeFusedScaledDotProductAttention], caps.Operations[compute.OpTypeFusedScaledDotProductAttentionVJP]
 }
 
 // attentionProducts is softmax(q·kT + bias)·v for q [b,n,Dh], kT [b,Dh,S], v
@@ -152,7 +204,7 @@ func (n *net) attend(l int, q, kT, v *Node, at *attention) (out, keys, values *N
 //
 //	dP = dO·vᵀ,  dS = P ⊙ (dP − Σ_s dP⊙P),  dq = dS·k,  dkT = qᵀ·dS,  dv = Pᵀ·dO
 func (n *net) attentionProducts(q, kT, v, bias *Node) *Node {
-	bmm := func(x, y *Node) *Node { return DotGeneral(x, []int{2}, []int{0}, y, []int{1}, []int{0}) }
+	bmm := func(x, y *Node) *Node { return n.dot(x, []int{2}, []int{0}, y, []int{1}, []int{0}) }
 	probs := Softmax(Add(bmm(q, kT), bias), -1)
 	o := bmm(probs, v)
 	if !n.train {

@@ -56,7 +56,7 @@ func (n *net) loraInput(x *Node, path string) *Node {
 	if !ok {
 		return nil
 	}
-	return MulScalar(linear(x, a, nil), n.lora.scale)
+	return MulScalar(n.linear(x, a, nil), n.lora.scale)
 }
 
 // adaptColumns returns y plus u·B[:, lo:hi], the adapters' output on
@@ -71,5 +71,5 @@ func (n *net) adaptColumns(y, u *Node, path string, lo, hi int) *Node {
 	if lo != 0 || hi != b.Shape().Dimensions[1] {
 		b = Slice(b, AxisRange(), AxisRange(lo, hi))
 	}
-	return Add(y, linear(u, b, nil))
+	return Add(y, n.linear(u, b, nil))
 }

@@ -86,6 +86,7 @@ func fullSequence(n *net, tokens *Node) *Node {
 	g := tokens.Graph()
 	B, T := tokens.Shape().Dimensions[0], tokens.Shape().Dimensions[1]
 	at := newAttention(Iota(g, shapes.Make(dtypes.Int32, T), 0), Zeros(g, shapes.Make(dtypes.Int32, B)), T)
+	at.causal = true
 	h, _ := n.forward(tokens, at)
 	return h
 }

@@ -360,6 +360,12 @@ type Agent struct {
 	// default, when the section is left out) or through an
 	// OpenAI-compatible inference server (vLLM, SGLang, hacrl serve).
 	Rollout *Rollout `yaml:"rollout,omitempty" json:"rollout,omitempty"`
+	// ComputeDType is the dtype of the agent's matrix products: float32, or
+	// bfloat16 for mixed precision as PyTorch's autocast does it (products
+	// on bfloat16 operands; weights, gradients, optimizer state, norms,
+	// softmax and log-probs in float32). bfloat16 runs on the graph engine
+	// of the XLA backend (xla:cuda, xla:cpu); engine native refuses it.
+	ComputeDType string `yaml:"compute_dtype,omitempty" json:"compute_dtype,omitempty" default:"float32"`
 }
 
 // Rollout engines and server dialects (Rollout.Engine, Rollout.Dialect).
@@ -996,6 +1002,15 @@ func (c *Config) validate(lines map[string]int) error {
 		}
 		if a.Rollout != nil {
 			validateRollout(p+".rollout", a.Rollout, bad)
+		}
+		switch a.ComputeDType {
+		case "float32":
+		case "bfloat16":
+			if c.Engine == "native" {
+				bad(p+".compute_dtype", "bfloat16 runs on the graph engine; engine native computes in float32 (set engine to auto or graph)")
+			}
+		default:
+			bad(p+".compute_dtype", "must be float32 or bfloat16, got %q", a.ComputeDType)
 		}
 	}
 	switch c.Method.Capability {

@@ -96,6 +96,8 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"bad semantics", "alpha: 1.0}", "alpha: 1.0, semantics: paper}", `method.semantics (line 6): must be v1 or original, got "paper"`},
 		{"bad guard", "steps: 10", "steps: 10\non_non_finite: ignore", `on_non_finite (line 6): must be skip or stop, got "ignore"`},
 		{"bad engine", "steps: 10", "steps: 10\nengine: gpu", `engine (line 6): must be auto, native or graph, got "gpu"`},
+		{"bad compute dtype", "top_p: 0.9}", "top_p: 0.9}\n    compute_dtype: float16", `agents[1].compute_dtype (line 20): must be float32 or bfloat16, got "float16"`},
+		{"bfloat16 on the native engine", "top_p: 0.9}", "top_p: 0.9}\n    compute_dtype: bfloat16\nengine: native", "agents[1].compute_dtype (line 20): bfloat16 runs on the graph engine"},
 		{"several errors", "steps: 10", "steps: -1\nengine: gpu", "steps (line 5): must be >= 0, got -1\nengine (line 6)"},
 		{"eval task without split", "sets: [{name: test, split: test, problems: 50}]", "sets: [{name: b, benchmark: gsm8k, task: {operators: \"+\"}}]", "eval.sets[0].task (line 22): only with split"},
 		{"eval task of another task", "problems: 50}", "problems: 50, task: {name: countdown}}", "eval.sets[0].task.name (line 22): must be the run's task (arith) or left out, got \"countdown\""},

@@ -109,6 +109,18 @@ func (m *Model) SetComputeDType(dt dtypes.DType) error {
 	return nil
 }
 
+// ParseComputeDType reads a compute dtype by name: "float32" (or "") or
+// "bfloat16" (or "bf16").
+func ParseComputeDType(name string) (dtypes.DType, error) {
+	switch name {
+	case "", "float32", "fp32":
+		return dtypes.Float32, nil
+	case "bfloat16", "bf16":
+		return dtypes.BFloat16, nil
+	}
+	return 0, fmt.Errorf("compute dtype %q: want float32 or bfloat16", name)
+}
+
 // ComputeDType is the dtype of the model's matrix products (SetComputeDType).
 func (m *Model) ComputeDType() dtypes.DType {
 	if m.bf16 {

@@ -265,6 +265,9 @@ func (r *Run) loadAgents(ctx context.Context, resume bool) (*loaded, error) {
 		if a.Ref != nil {
 			a.Ref.SetEngine(engine)
 		}
+		if err := setComputeDType(a, cfg.Agents[a.Index].ComputeDType); err != nil {
+			return nil, fmt.Errorf("agents[%d] (%s).compute_dtype: %w", a.Index, a.Name, err)
+		}
 	}
 	if err := r.setupRolloutEngines(); err != nil {
 		return nil, err
@@ -512,4 +515,22 @@ func (r *Run) Plan() string {
 		}
 	}
 	return b.String()
+}
+
+// setComputeDType gives an agent's model and its reference the compute
+// dtype named (config's agents[].compute_dtype).
+func setComputeDType(a *Agent, name string) error {
+	dt, err := model.ParseComputeDType(name)
+	if err != nil {
+		return err
+	}
+	for _, m := range []*model.Model{a.Model, a.Ref} {
+		if m == nil {
+			continue
+		}
+		if err := m.SetComputeDType(dt); err != nil {
+			return err
+		}
+	}
+	return nil
 }

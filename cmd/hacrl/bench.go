@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/model"
@@ -30,14 +31,14 @@ func benchCmd() *cobra.Command {
 // same JSON fields, so both can be compared in one run.
 func benchEngineCmd() *cobra.Command {
 	var (
-		family, act, cfgPath, backendCfg, engine, cpuProfile          string
-		vocab, dim, layers, heads, kvHeads, hidden, seq, batch        int
-		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads int
-		samplePrompt, memReadMB, loraRank                             int
-		loraAlpha                                                     float64
-		loraTargets                                                   string
-		seed                                                          int64
-		tie                                                           bool
+		family, act, cfgPath, backendCfg, engine, cpuProfile, computeDType string
+		vocab, dim, layers, heads, kvHeads, hidden, seq, batch             int
+		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads      int
+		samplePrompt, memReadMB, loraRank                                  int
+		loraAlpha                                                          float64
+		loraTargets                                                        string
+		seed                                                               int64
+		tie                                                                bool
 	)
 	cmd := &cobra.Command{
 		Use:   "engine",
@@ -129,12 +130,17 @@ bench/compare.sh runs both.`,
 				}
 				defer stop()
 			}
-			res, err := benchEngine(cmd.Context(), b, cfg, eng, lora, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
+			dt, err := model.ParseComputeDType(computeDType)
+			if err != nil {
+				return usage("--compute-dtype: %v", err)
+			}
+			res, err := benchEngine(cmd.Context(), b, cfg, eng, dt, lora, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
 			if err != nil {
 				return err
 			}
 			res["threads"] = runtime.GOMAXPROCS(0)
 			res["backend"] = backend.Choose(backendCfg)
+			res["compute_dtype"] = computeDType
 			// The peak before the bandwidth test's buffer is allocated.
 			res["peak_rss_mb"] = math.Round(peakRSSMB())
 			if memReadMB > 0 {
@@ -162,6 +168,7 @@ bench/compare.sh runs both.`,
 	f.IntVar(&sampleRuns, "sample-runs", 3, "timed sampling runs")
 	f.IntVar(&samplePrompt, "sample-prompt", 1, "prompt tokens per sampled sequence (prefilled in one forward pass)")
 	f.IntVar(&memReadMB, "mem-read-mb", 512, "MiB summed to measure the memory read bandwidth (mem_read_gb_per_s); 0: skip")
+	f.StringVar(&computeDType, "compute-dtype", "float32", "the matrix products' dtype: float32, or bfloat16 (mixed precision with float32 weights; the graph engine on the XLA backend)")
 	f.StringVar(&engine, "engine", "auto", "auto, native (host CPU kernels) or graph (the backend's compiled graphs)")
 	f.IntVar(&threads, "threads", 2, "GOMAXPROCS")
 	f.Int64Var(&seed, "seed", 0, "seed")
@@ -177,12 +184,15 @@ bench/compare.sh runs both.`,
 // benchEngine times the training step and the sampler of a fresh model.
 // With lora (nil: full fine-tuning) the model gets adapters before the
 // trainer is made, so that the trainer updates them only.
-func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, lora *model.LoRA, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
+func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, computeDType dtypes.DType, lora *model.LoRA, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
 	m, err := model.New(b, cfg, seed)
 	if err != nil {
 		return nil, err
 	}
 	m.SetEngine(engine)
+	if err := m.SetComputeDType(computeDType); err != nil {
+		return nil, usage("--compute-dtype: %v", err)
+	}
 	if lora != nil {
 		if err := m.AddLoRA(*lora, seed); err != nil {
 			return nil, usage("--lora-targets %q: %v", strings.Join(lora.Targets, ","), err)

@@ -56,6 +56,13 @@ func newXLA(s xlaSpec) (compute.Backend, error) {
 	if s.rest != "" {
 		cfg += "," + s.rest
 	}
+	if !strings.Contains(s.rest, "tf32") {
+		// float32 products in float32, as PyTorch computes them by default
+		// (torch.backends.cuda.matmul.allow_tf32 is off); go-xla turns
+		// TF32 on for CUDA. "xla:cuda,tf32" asks for it; bfloat16 is
+		// compute_dtype's business.
+		cfg += ",notf32"
+	}
 	b, err := xla.New(cfg)
 	if err != nil && strings.Contains(err.Error(), "No visible GPU") {
 		return nil, fmt.Errorf("%w (the CUDA plugin %s loaded but sees no GPU: check nvidia-smi and $CUDA_VISIBLE_DEVICES, or use xla:cpu)", err, s.plugin)

@@ -16,9 +16,9 @@ import (
 
 func scoreCmd() *cobra.Command {
 	var (
-		tf               templateFlags
-		jsonl, backendCF string
-		raw              bool
+		tf                             templateFlags
+		jsonl, backendCF, computeDType string
+		raw                            bool
 	)
 	cmd := &cobra.Command{
 		Use:   "score CHECKPOINT --jsonl FILE",
@@ -62,6 +62,11 @@ standard output.
 			if err != nil {
 				return err
 			}
+			if dt, err := model.ParseComputeDType(computeDType); err != nil {
+				return usage("--compute-dtype: %v", err)
+			} else if err := a.Model.SetComputeDType(dt); err != nil {
+				return usage("--compute-dtype: %v", err)
+			}
 			lines, bad, err := readScoreLines(in, a, raw, cmd.ErrOrStderr())
 			if err != nil {
 				return fmt.Errorf("%s: %w", jsonl, err)
@@ -104,6 +109,7 @@ standard output.
 	tf.register(f, true)
 	tf.adapter.register(f)
 	f.StringVar(&backendCF, "backend", "", "GoMLX backend config")
+	f.StringVar(&computeDType, "compute-dtype", "float32", "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
 	return cmd
 }
 

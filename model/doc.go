@@ -150,6 +150,31 @@
 //     the two to the same sampled tokens, log-probs (1e-4), gradients (1e-4
 //     relative) and weights after training steps.
 //
+// # Mixed precision
+//
+// SetComputeDType(dtypes.BFloat16) runs the graphs' matrix products in
+// bfloat16 with float32 master weights, the split of PyTorch's autocast and
+// verl's FSDP mixed precision: every product — the linear layers, LoRA's,
+// q·kᵀ and P·v, the LM head, and the products of their gradients — casts
+// its operands to bfloat16 and its result (rounded to bfloat16; the backend
+// accumulates in float32) back to float32. The parameters, the gradient
+// accumulator, the AdamW moments and update, the embeddings, norms, rotary
+// tables, softmax, log-probs, entropies and the loss stay float32. On
+// xla:cpu bf16 log-probs are within 4e-4 to 8e-4 of float32's on the tiny
+// test models, gradients within 0.3% (bf16_xla_test.go). The native engine
+// computes in float32 only, so a bf16 model runs on the graphs; GoMLX's Go
+// backend computes some bfloat16 products wrongly (TestGoBackendBF16Products),
+// so bf16 is refused there: it is for the XLA backend, GPUs first.
+//
+// Where the backend offers fused attention (GoMLX's
+// FusedScaledDotProductAttention: cuDNN's flash attention on XLA's CUDA
+// plugin, forward and backward) and it computes what the decomposed
+// attention does — a bf16 pass without a KV cache whose mask is causal
+// (scoring and training, rows right-padded), heads a multiple of 8 wide —
+// the graphs use it; decoding and left-padded prefills keep the decomposed
+// attention. HACRL_FUSED_ATTENTION=0 turns it off. No CPU backend offers it:
+// its numerics are checked only by a GPU run (scripts/device-check.sh).
+//
 // # LoRA
 //
 // AddLoRA gives a float32 model low-rank adapters (lora.go): each targeted

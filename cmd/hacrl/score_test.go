@@ -161,6 +161,8 @@ func TestScoreBadLinesAndFlags(t *testing.T) {
 		{[]string{"--jsonl", file, "--var", "=1"}, `--var "=1": want NAME=VALUE`},
 		{[]string{"--jsonl", file, "--var", "x=1"}, "--var applies to an hf template; the template here is plain"},
 		{[]string{"--jsonl", file, "--bogus"}, "unknown flag: --bogus"},
+		{[]string{"--jsonl", file, "--compute-dtype", "float16"}, `--compute-dtype: compute dtype "float16": want float32 or bfloat16`},
+		{[]string{"--jsonl", file, "--compute-dtype", "bfloat16"}, "--compute-dtype: model: compute dtype bfloat16"},
 	}
 	for _, tt := range flags {
 		stdout, stderr, code := runHacrl(t, append([]string{"score", dir}, tt.args...)...)

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# scripts/device-check.sh's log-prob part: one random-weight checkpoint of
+# $WORK/qwen3-0.6b.json ($LP_LAYERS blocks of it when not 0), scored by hacrl
+# ($HACRL score on $BACKEND) and by transformers ($PYTHON on $DEVICE), in
+# float32 and bfloat16; prints the comparison (sequences.py compare).
+set -euo pipefail
+ck="$WORK/agents/logprobs-qwen3"
+"$PYTHON" scripts/devicecheck/agents.py make "$ck" "$WORK/qwen3-0.6b.json" --layers "${LP_LAYERS:-0}" --device "$DEVICE" >&2
+"$PYTHON" scripts/devicecheck/sequences.py "$WORK/seqs"
+for dt in float32 bfloat16; do
+	"$HACRL" score "$ck" --jsonl "$WORK/seqs.jsonl" --backend "$BACKEND" --compute-dtype "$dt" >"$WORK/hacrl-$dt.jsonl"
+done
+"$PYTHON" scripts/devicecheck/agents.py logprobs "$ck" "$WORK/seqs.json" --device "$DEVICE" --dtype float32 bfloat16 >"$WORK/hf.json"
+"$PYTHON" scripts/devicecheck/sequences.py compare "$WORK"

@@ -41,7 +41,7 @@ type report struct {
 	Hacpo map[string]map[string]float64 `json:"hacpo"`
 }
 
-func TestDeviceCheckDryRun(t *testing.T) {
+func TestXLADeviceCheckDryRun(t *testing.T) {
 	python := pyenv.Python(t)
 	plugin := xlatest.Plugin(t)
 	wd, err := os.Getwd()

@@ -110,8 +110,8 @@ func TestXLABF16AgreesWithFloat32(t *testing.T) {
 	checkBF16(t, xlatest.Backend(t))
 }
 
-// On XLA, training in bfloat16 keeps float32 parameters, accumulator and moments,
-// and learns as float32 does.
+// On XLA, training in bfloat16 keeps float32 parameters, gradient
+// accumulator and AdamW moments, and learns as float32 does.
 func TestXLABF16TrainingKeepsFloat32State(t *testing.T) {
 	b := xlatest.Backend(t)
 	ctx := context.Background()
@@ -152,6 +152,14 @@ func TestXLABF16TrainingKeepsFloat32State(t *testing.T) {
 				}
 				if step == 0 {
 					first = sum
+					if len(tr.acc) != len(m.params) {
+						t.Fatalf("%s in %s: %d accumulated gradients on the backend, want %d", name, dt, len(tr.acc), len(m.params))
+					}
+					for j, g := range tr.acc {
+						if g.DType() != dtypes.Float32 {
+							t.Errorf("%s in %s: accumulated gradient of %s is %s, want float32", name, dt, m.specs[j].name, g.DType())
+						}
+					}
 				}
 				last = sum
 				if _, err := tr.Apply(ctx, 0); err != nil {

@@ -185,3 +185,43 @@ func TestXLABF16TrainingKeepsFloat32State(t *testing.T) {
 		}
 	}
 }
+
+// On XLA, decoding in bfloat16 (left-padded prompts, the KV cache, the
+// decomposed attention) reports log-probs of the tokens it draws within
+// bfloat16's precision of what the float32 model scores them.
+func TestXLABF16GenerateAgreesWithFloat32(t *testing.T) {
+	b := xlatest.Backend(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(53, 1))
+	prompts := [][]int{randomTokens(rng, 3, 16), randomTokens(rng, 9, 16), randomTokens(rng, 5, 16)}
+	for _, name := range bf16Models {
+		m16 := newTinyOn(t, b, name, 59)
+		if err := m16.SetComputeDType(dtypes.BFloat16); err != nil {
+			t.Fatal(err)
+		}
+		samples, err := m16.Generate(ctx, prompts, SampleOptions{MaxNewTokens: 6, Temperature: 1}, rand.New(rand.NewPCG(61, 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m32 := newTinyOn(t, b, name, 59)
+		m32.SetEngine(EngineGraph)
+		seqs := make([]Sequence, len(prompts))
+		for i, s := range samples {
+			seqs[i] = Sequence{Prompt: prompts[i], Response: s.Tokens}
+		}
+		sc, err := m32.Score(ctx, seqs, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff := 0.0
+		for i, s := range samples {
+			for j, lp := range s.LogProbs {
+				diff = math.Max(diff, math.Abs(float64(lp-sc.LogProbs[i][j])))
+			}
+		}
+		t.Logf("%s: bf16 decoding's log-probs within %.2g of float32's scores", name, diff)
+		if diff > bf16LogProbTol || diff < bf16MinEffect {
+			t.Errorf("%s: bf16 decoding's log-probs within %.3g of float32's scores, want between %g and %g", name, diff, bf16MinEffect, bf16LogProbTol)
+		}
+	}
+}

@@ -330,6 +330,8 @@ func TestGenerateRejectsBadInput(t *testing.T) {
 		{[]string{"x", "--var", "enable_thinking=false"}, 2, "--var applies to an hf template; the template here is plain"},
 		{[]string{"x", "--raw", "--template", "chat"}, 2, "--raw sends the text as it is"},
 		{[]string{"x", "--samples", "two"}, 2, `invalid argument "two" for "--samples"`},
+		{[]string{"x", "--compute-dtype", "float16"}, 2, `--compute-dtype: compute dtype "float16": want float32 or bfloat16`},
+		{[]string{"x", "--compute-dtype", "bfloat16"}, 2, "--compute-dtype: model: compute dtype bfloat16 needs the XLA backend"},
 		{[]string{"--file", bad}, 1, bad + `:2: "prompt" must be a string`},
 		{[]string{"--file", msgs}, 1, msgs + `:1: "messages": message 0: no "content"`},
 		{[]string{"--file", filepath.Join(tmp, "missing.txt")}, 1, "missing.txt"},

@@ -11,6 +11,7 @@ import (
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/dataset"
+	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/task"
 	"github.com/hacrl/hacrl/tokenizer"
 	"github.com/hacrl/hacrl/train"
@@ -20,6 +21,7 @@ import (
 func evalCmd() *cobra.Command {
 	var (
 		set, backendCfg, template, suffix string
+		computeDType                      string
 		ad                                adapterFlags
 		problems, samples, maxNew         int
 		temperature                       float64
@@ -45,6 +47,10 @@ exits with status 2.
 			if err := checkEvalFlags(cmd, set, template, problems, samples, maxNew, temperature); err != nil {
 				return err
 			}
+			dt, err := model.ParseComputeDType(computeDType)
+			if err != nil {
+				return usage("--compute-dtype: %v", err)
+			}
 			dir := args[0]
 			saved, err := ad.load(dir, train.TemplateChoice{Kind: template})
 			if err != nil {
@@ -64,6 +70,9 @@ exits with status 2.
 			a, err := saved.Agent(b)
 			if err != nil {
 				return err
+			}
+			if err := a.Model.SetComputeDType(dt); err != nil {
+				return usage("--compute-dtype: %v", err)
 			}
 			if maxNew > 0 {
 				a.Sampling.MaxNewTokens = maxNew
@@ -106,6 +115,7 @@ exits with status 2.
 	f.StringVar(&suffix, "prompt-suffix", "", `appended to every question of a benchmark or dataset, as the paper's "Let's think step by step and output the final answer within \boxed{}."`)
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
+	f.StringVar(&computeDType, "compute-dtype", "float32", "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
 	ad.register(f)
 	return cmd
 }

@@ -49,6 +49,8 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		{[]string{"--set", ""}, "--set is empty"},
 		{[]string{"--samples", "two"}, `invalid argument "two" for "--samples"`},
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{[]string{"--compute-dtype", "fp16"}, `--compute-dtype: compute dtype "fp16": want float32 or bfloat16`},
+		{[]string{"--problems", "2", "--compute-dtype", "bfloat16"}, "--compute-dtype: model: compute dtype bfloat16 needs the XLA backend"},
 		{[]string{"--set", "test"}, "--problems is required for the test split of the generated task arith"},
 	}
 	for _, tt := range tests {

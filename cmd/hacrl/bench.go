@@ -140,7 +140,7 @@ bench/compare.sh runs both.`,
 			}
 			res["threads"] = runtime.GOMAXPROCS(0)
 			res["backend"] = backend.Choose(backendCfg)
-			res["compute_dtype"] = computeDType
+			res["compute_dtype"] = strings.ToLower(dt.String()) // "float32" or "bfloat16", whichever name was given
 			// The peak before the bandwidth test's buffer is allocated.
 			res["peak_rss_mb"] = math.Round(peakRSSMB())
 			if memReadMB > 0 {

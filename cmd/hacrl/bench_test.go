@@ -127,12 +127,15 @@ func TestBenchEngineConfig(t *testing.T) {
 	if gbs, ms := res["decode_weight_gb_per_s"].(float64), res["sample_ms"].(float64); math.Abs(gbs-float64(4*params)*6/(ms/1000)/1e9) > 0.01+0.01*gbs {
 		t.Errorf("decode_weight_gb_per_s %v, want %v", gbs, float64(4*params)*6/(ms/1000)/1e9)
 	}
+	if res["compute_dtype"] != "float32" {
+		t.Errorf("compute_dtype = %v, want float32", res["compute_dtype"])
+	}
 	if bw, ok := res["mem_read_gb_per_s"].(float64); !ok || bw <= 0 {
 		t.Errorf("mem_read_gb_per_s = %v, want > 0", res["mem_read_gb_per_s"])
 	}
 
 	for _, bad := range [][]string{{"--layers", "0"}, {"--sample-prompt", "0"}, {"--sample-prompt", "60", "--sample-tokens", "5"},
-		{"--mem-read-mb", "-1"}} {
+		{"--mem-read-mb", "-1"}, {"--compute-dtype", "fp16"}, {"--compute-dtype", "bfloat16"}} {
 		r := run(t, bin, "", "", nil, append([]string{"bench", "engine", "--config", path, "--steps", "0"}, bad...)...)
 		if r.code != 2 {
 			t.Errorf("bench engine %v: exit %d, want 2 (usage)\n%s", bad, r.code, r.stderr)

@@ -225,3 +225,18 @@ func TestXLABF16GenerateAgreesWithFloat32(t *testing.T) {
 		}
 	}
 }
+
+// XLA's CPU plugin offers no fused attention: a bfloat16 scoring or
+// training pass whose heads cuDNN would take (64 wide) keeps the
+// decomposed attention there, as on the Go backend (TestFusedAttentionChoice).
+func TestXLACPUKeepsDecomposedAttention(t *testing.T) {
+	caps := xlatest.Backend(t).Capabilities()
+	if caps.Operations[compute.OpTypeFusedScaledDotProductAttention] {
+		t.Fatalf("xla:cpu offers fused attention; the bfloat16 checks would no longer cover the decomposed path alone")
+	}
+	t.Setenv(FusedAttentionEnv, "")
+	n := &net{bf16: true}
+	if use, vjp := n.fusedAttention(caps, &attention{causal: true}, 64); use || vjp {
+		t.Errorf("xla:cpu: fused attention %v, VJP %v; want the decomposed attention", use, vjp)
+	}
+}

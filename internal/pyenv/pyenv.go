@@ -15,18 +15,15 @@ package pyenv
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hacrl/hacrl/internal/shared"
+	"github.com/hacrl/hacrl/internal/setupscript"
 )
 
 // Hint is appended to errors about a missing environment.
@@ -58,27 +55,9 @@ func find() (string, error) {
 	if p := os.Getenv("HACRL_PYTHON"); p != "" {
 		return p, nil
 	}
-	wd, err := os.Getwd()
+	p, err := setupscript.Run("pyenv.sh", 20*time.Minute)
 	if err != nil {
-		return "", fmt.Errorf("pyenv: %w", err)
-	}
-	root, ok := shared.RepoRoot(wd)
-	if !ok {
-		return "", fmt.Errorf("pyenv: no go.mod above %s: run the tests inside the hacrl repository", wd)
-	}
-	script := filepath.Join(root, "scripts", "pyenv.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, script)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("pyenv: %s: %v\n%s%s", script, err, stderr.String(), Hint)
-	}
-	p := strings.TrimSpace(string(out))
-	if p == "" {
-		return "", fmt.Errorf("pyenv: %s printed no interpreter\n%s", script, stderr.String())
+		return "", fmt.Errorf("pyenv: %w%s", err, Hint)
 	}
 	return p, nil
 }

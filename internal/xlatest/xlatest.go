@@ -11,13 +11,8 @@
 package xlatest
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,7 +20,7 @@ import (
 	"github.com/gomlx/compute"
 
 	"github.com/hacrl/hacrl/backend"
-	"github.com/hacrl/hacrl/internal/shared"
+	"github.com/hacrl/hacrl/internal/setupscript"
 )
 
 // Config is the backend configuration of XLA on the CPU.
@@ -68,27 +63,12 @@ func find() (string, error) {
 	if p, err := backend.FindXLAPlugin("cpu"); err == nil {
 		return p, nil
 	}
-	wd, err := os.Getwd()
+	p, err := setupscript.Run("xla-cpu-plugin.sh", 10*time.Minute)
 	if err != nil {
 		return "", fmt.Errorf("xlatest: %w", err)
 	}
-	root, ok := shared.RepoRoot(wd)
-	if !ok {
-		return "", fmt.Errorf("xlatest: no go.mod above %s: run the tests inside the hacrl repository", wd)
-	}
-	script := filepath.Join(root, "scripts", "xla-cpu-plugin.sh")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, script)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("xlatest: %s: %v\n%s", script, err, stderr.String())
-	}
-	p := strings.TrimSpace(string(out))
 	if _, err := backend.FindXLAPlugin("cpu"); err != nil {
-		return "", fmt.Errorf("xlatest: %s installed %s, but hacrl does not find it: %w", script, p, err)
+		return "", fmt.Errorf("xlatest: scripts/xla-cpu-plugin.sh installed %s, but hacrl does not find it: %w", p, err)
 	}
 	return p, nil
 }

@@ -35,10 +35,11 @@ func bf16Seqs() ([]Sequence, [][]float32) {
 }
 
 // bf16Comparison scores and differentiates model name (on backend b, graph
-// engine) in float32 and in bfloat16 and returns the largest log-prob
+// engine, with adapters lora unless nil: then the gradient is the
+// adapters') in float32 and in bfloat16 and returns the largest log-prob
 // difference, the gradients' relative error ‖g₁₆ − g₃₂‖/‖g₃₂‖ and their
 // cosine similarity.
-func bf16Comparison(t *testing.T, b compute.Backend, name string) (lpDiff, gradErr, cosine float64) {
+func bf16Comparison(t *testing.T, b compute.Backend, name string, lora *LoRA) (lpDiff, gradErr, cosine float64) {
 	t.Helper()
 	ctx := context.Background()
 	seqs, w := bf16Seqs()
@@ -47,6 +48,11 @@ func bf16Comparison(t *testing.T, b compute.Backend, name string) (lpDiff, gradE
 	for i, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
 		m := newTinyOn(t, b, name, 43)
 		m.SetEngine(EngineGraph)
+		if lora != nil {
+			if err := m.AddLoRA(*lora, 44); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if err := m.SetComputeDType(dt); err != nil {
 			t.Fatal(err)
 		}
@@ -91,8 +97,20 @@ const (
 // precision, and checks that it is bfloat16 that ran.
 func checkBF16(t *testing.T, b compute.Backend) {
 	t.Helper()
+	type run struct {
+		name string
+		lora *LoRA
+	}
+	runs := []run{{"qwen3-gqa", &LoRA{Rank: 2, Alpha: 4, Targets: []string{AllLinear}}}}
 	for _, name := range bf16Models {
-		lpDiff, gradErr, cosine := bf16Comparison(t, b, name)
+		runs = append(runs, run{name, nil})
+	}
+	for _, r := range runs {
+		name := r.name
+		if r.lora != nil {
+			name += " with LoRA"
+		}
+		lpDiff, gradErr, cosine := bf16Comparison(t, b, r.name, r.lora)
 		t.Logf("%s on %s: bf16 log-probs within %.2g of float32's; gradient relative error %.3g, cosine %.6f", name, b.Name(), lpDiff, gradErr, cosine)
 		if lpDiff > bf16LogProbTol {
 			t.Errorf("%s: bf16 log-probs differ from float32's by %.3g, more than %g", name, lpDiff, bf16LogProbTol)

@@ -146,7 +146,8 @@ def markdown(rep):
     if lp:
         lines += ["", "Log-probs, hacrl against transformers on the same checkpoint "
                   f"({lp['tokens']} tokens): float32 max |Δ| {lp['float32_max_abs_diff']:.2g}, bfloat16 {lp['bfloat16_max_abs_diff']:.2g} "
-                  f"(bfloat16 against float32: hacrl {lp['hacrl_bf16_vs_f32']:.2g}, transformers {lp['transformers_bf16_vs_f32']:.2g})."]
+                  f"(bfloat16 against float32: hacrl {lp['hacrl_bf16_vs_f32']:.2g}, transformers {lp['transformers_bf16_vs_f32']:.2g}; "
+                  f"hacrl's bfloat16 with fused attention against without: {lp.get('hacrl_bf16_fused_vs_decomposed', float('nan')):.2g})."]
     lines += ["", "| model | dtype | train tok/s hacrl | PyTorch | ratio | MFU hacrl | PyTorch | sample tok/s hacrl | generate | ratio | peak GPU MB hacrl | PyTorch allocated / reserved |",
               "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rep["bench"]:

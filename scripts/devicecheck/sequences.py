@@ -49,6 +49,9 @@ def compare(work):
         "bfloat16_max_abs_diff": gap(h16, t16),
         "hacrl_bf16_vs_f32": gap(h16, h32),
         "transformers_bf16_vs_f32": gap(t16, t32),
+        # cuDNN's fused attention (xla:cuda) against hacrl's own decomposed
+        # attention, both bfloat16: 0 where the backend has no fused op.
+        "hacrl_bf16_fused_vs_decomposed": gap(h16, hacrl("bfloat16-decomposed")),
     }))
 
 

@@ -142,7 +142,7 @@ func TestXLABF16TrainingKeepsFloat32State(t *testing.T) {
 			w[i][j] = -1
 		}
 	}
-	for _, name := range bf16Models {
+	for _, name := range []string{"gpt-tanh", "qwen3-gqa"} { // two families keep the suite short
 		var gain [2]float64
 		for i, dt := range []dtypes.DType{dtypes.Float32, dtypes.BFloat16} {
 			m := newTinyOn(t, b, name, 47)

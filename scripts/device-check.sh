@@ -221,9 +221,10 @@ else
 fi
 export WORK="$work" HACRL PYTHON BACKEND="$backend" DEVICE="$device" LP_LAYERS="$lp_layers" HACPO_ARGS="${hacpo[*]}"
 
-bench() { # bench DTYPE: both models, hacrl then PyTorch
+bench() { # bench DTYPE MODEL…: hacrl then PyTorch, for each model
 	local dt="$1" c
-	for c in "${configs[@]}"; do
+	shift
+	for c in "$@"; do
 		gpu_peak "bench-hacrl-$c-$dt" "$t_hacrl" "$HACRL" bench engine --engine graph --backend "$backend" --threads "$threads" \
 			--config "$work/$c.json" --compute-dtype "$dt" "${train[@]}" "${sample[@]}" --mem-read-mb 0
 		part "bench-torch-$c-$dt" "$t_torch" "$PYTHON" bench/torch/hf_bench.py --config "$work/$c.json" --device "$device" \
@@ -232,9 +233,15 @@ bench() { # bench DTYPE: both models, hacrl then PyTorch
 }
 
 # Most telling first: correctness, bfloat16 speed, the HACPO step, float32.
+# The dry run benchmarks one shape in each dtype: the same commands, half the time.
+if [[ $mode == gpu ]]; then
+	bf16_models=("${configs[@]}") f32_models=("${configs[@]}")
+else
+	bf16_models=(qwen3-0.6b) f32_models=(llama3.2-1b)
+fi
 part logprobs "$t_logprobs" scripts/devicecheck/logprobs.sh
-bench bfloat16
+bench bfloat16 "${bf16_models[@]}"
 gpu_peak hacpo "$t_hacpo" scripts/devicecheck/hacpo.sh
-bench float32
+bench float32 "${f32_models[@]}"
 
 "$PYTHON" scripts/devicecheck/report.py "$OUT" --work "$work" --mode "$mode" --peak-tflops "$PEAK_TFLOPS" --seconds $((SECONDS - start))

@@ -20,18 +20,7 @@ var bf16Models = []string{"gpt-tanh", "llama3-rope", "qwen3-gqa"}
 
 // bf16Seqs are ragged sequences and per-token weights for the checks.
 func bf16Seqs() ([]Sequence, [][]float32) {
-	rng := rand.New(rand.NewPCG(41, 1))
-	var seqs []Sequence
-	var w [][]float32
-	for i := range 4 {
-		s := Sequence{Prompt: randomTokens(rng, 2+2*i, 16), Response: randomTokens(rng, 3+3*i, 16)}
-		ws := make([]float32, len(s.Response))
-		for j := range ws {
-			ws[j] = float32(rng.NormFloat64())
-		}
-		seqs, w = append(seqs, s), append(w, ws)
-	}
-	return seqs, w
+	return raggedSeqs(rand.New(rand.NewPCG(41, 1)), 4, 2, 2, 3, 3)
 }
 
 // bf16Comparison scores and differentiates model name (on backend b, graph

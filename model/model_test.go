@@ -1176,21 +1176,30 @@ func TestNativeGradientsMatchGraph(t *testing.T) {
 	}
 }
 
-// checkGradientsMatch is TestNativeGradientsMatchGraph's check of tiny model
-// name m, with log-probs within lpTol.
-func checkGradientsMatch(t *testing.T, m *Model, name string, lpTol float64) {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(17, 1))
+// raggedSeqs returns n sequences of tokens below 16, the i-th with a prompt
+// of p0+dp·i tokens and a response of r0+dr·i, and standard normal weights
+// for the response tokens.
+func raggedSeqs(rng *rand.Rand, n, p0, dp, r0, dr int) ([]Sequence, [][]float32) {
 	var seqs []Sequence
 	var w [][]float32
-	for i := range 5 {
-		s := Sequence{Prompt: randomTokens(rng, 1+3*i, 16), Response: randomTokens(rng, 2+5*i, 16)}
+	for i := range n {
+		s := Sequence{Prompt: randomTokens(rng, p0+dp*i, 16), Response: randomTokens(rng, r0+dr*i, 16)}
 		ws := make([]float32, len(s.Response))
 		for j := range ws {
 			ws[j] = float32(rng.NormFloat64())
 		}
-		ws[0] = 0
 		seqs, w = append(seqs, s), append(w, ws)
+	}
+	return seqs, w
+}
+
+// checkGradientsMatch is TestNativeGradientsMatchGraph's check of tiny model
+// name m, with log-probs within lpTol.
+func checkGradientsMatch(t *testing.T, m *Model, name string, lpTol float64) {
+	t.Helper()
+	seqs, w := raggedSeqs(rand.New(rand.NewPCG(17, 1)), 5, 1, 3, 2, 5)
+	for _, ws := range w {
+		ws[0] = 0
 	}
 	acc, lps := accumulateOnEngines(context.Background(), t, m, seqs, w, 2)
 	checkLogProbsWithin(t, name, lps, lpTol)

@@ -53,9 +53,10 @@ func FindXLAPlugin(platform string) (string, error) {
 	default:
 		return "", fmt.Errorf("XLA platform %q: hacrl finds plugins for cuda and cpu; name another plugin's file with --xla-plugin or $%s", platform, XLAPluginEnv)
 	}
+	sites := sitePackages() // asks python3 once for every platform
 	var looked []pluginPlace
 	for _, p := range platforms {
-		looked = append(looked, pluginPlaces(p)...)
+		looked = append(looked, pluginPlaces(p, sites)...)
 	}
 	for _, pl := range looked {
 		if fi, err := os.Stat(pl.path); err == nil && fi.Mode().IsRegular() {
@@ -109,10 +110,10 @@ func (e *noPluginError) Error() string {
 	return b.String()
 }
 
-// pluginPlaces lists the files FindXLAPlugin looks at for platform, in order.
-func pluginPlaces(platform string) []pluginPlace {
+// pluginPlaces lists the files FindXLAPlugin looks at for platform, in
+// order, given the Python package directories sites.
+func pluginPlaces(platform string, sites []string) []pluginPlace {
 	var out []pluginPlace
-	sites := sitePackages()
 	add := func(path, from string) {
 		if !slices.ContainsFunc(out, func(p pluginPlace) bool { return p.path == path }) {
 			out = append(out, pluginPlace{path, from})
@@ -129,7 +130,7 @@ func pluginPlaces(platform string) []pluginPlace {
 		for _, s := range sites {
 			add(filepath.Join(s, "lammps_jax_pjrt_cpu", "pjrt_c_api_cpu_plugin.so"), "pip lammps-jax-pjrt-cpu")
 		}
-		if dir, err := CPUPluginCache(); err == nil {
+		if dir, err := cpuPluginCache(); err == nil {
 			matches, _ := filepath.Glob(filepath.Join(dir, "*", "lammps_jax_pjrt_cpu", "pjrt_c_api_cpu_plugin.so"))
 			slices.Sort(matches)
 			slices.Reverse(matches) // the newest version first
@@ -147,9 +148,9 @@ func pluginPlaces(platform string) []pluginPlace {
 	return out
 }
 
-// CPUPluginCache is the directory scripts/xla-cpu-plugin.sh installs the CPU
+// cpuPluginCache is the directory scripts/xla-cpu-plugin.sh installs the CPU
 // plugin under: $XDG_CACHE_HOME/hacrl/xla, or ~/.cache/hacrl/xla.
-func CPUPluginCache() (string, error) {
+func cpuPluginCache() (string, error) {
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		return "", err

@@ -18,7 +18,7 @@ const XLA = true
 
 // The PJRT C API version of the header go-xla v0.4.1 is compiled against
 // (pjrt/pjrt_c_api.h: PJRT_API_MAJOR, PJRT_API_MINOR; checked by
-// TestPJRTHeaderVersion). A plugin of the same major version and a minor
+// TestXLAPJRTHeaderVersion). A plugin of the same major version and a minor
 // version at least this one implements every function go-xla calls: the
 // API only grows within a major version, and each call passes its struct
 // size so a newer plugin reads an older caller's arguments.
@@ -91,16 +91,6 @@ func checkPlugin(p *pjrt.Plugin, platform string) error {
 // (site-packages/jax_plugins/<name>/<plugin>.so).
 func jaxLayout(path string) bool {
 	return filepath.Base(filepath.Dir(filepath.Dir(path))) == "jax_plugins"
-}
-
-// PluginVersion returns the PJRT C API version of the plugin file at path.
-func PluginVersion(path string) (major, minor int, err error) {
-	p, err := pjrt.GetPlugin(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	major, minor = p.Version()
-	return major, minor, nil
 }
 
 // PJRTVersion is the PJRT C API version plugins are checked against.

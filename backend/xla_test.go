@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/go-xla/pjrt"
 	. "github.com/gomlx/gomlx/core/graph" //nolint:revive
 	"github.com/gomlx/gomlx/core/tensors"
 
@@ -47,10 +48,11 @@ func TestXLAPJRTHeaderVersion(t *testing.T) {
 // TestXLACPU runs a graph on XLA's CPU plugin and checks the plugin's version.
 func TestXLACPU(t *testing.T) {
 	plugin := xlatest.Plugin(t)
-	major, minor, err := backend.PluginVersion(plugin)
+	p, err := pjrt.GetPlugin(plugin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	major, minor := p.Version()
 	wantMajor, wantMinor := backend.PJRTVersion()
 	if major != wantMajor || minor < wantMinor {
 		t.Errorf("CPU plugin %s: PJRT C API %d.%d, want %d.%d or later", plugin, major, minor, wantMajor, wantMinor)

@@ -31,14 +31,15 @@ func benchCmd() *cobra.Command {
 // same JSON fields, so both can be compared in one run.
 func benchEngineCmd() *cobra.Command {
 	var (
-		family, act, cfgPath, backendCfg, engine, cpuProfile, computeDType string
-		vocab, dim, layers, heads, kvHeads, hidden, seq, batch             int
-		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads      int
-		samplePrompt, memReadMB, loraRank                                  int
-		loraAlpha                                                          float64
-		loraTargets                                                        string
-		seed                                                               int64
-		tie                                                                bool
+		family, act, cfgPath, backendCfg, engine, cpuProfile          string
+		computeDType                                                  computeDTypeFlag
+		vocab, dim, layers, heads, kvHeads, hidden, seq, batch        int
+		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads int
+		samplePrompt, memReadMB, loraRank                             int
+		loraAlpha                                                     float64
+		loraTargets                                                   string
+		seed                                                          int64
+		tie                                                           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "engine",
@@ -130,9 +131,9 @@ bench/compare.sh runs both.`,
 				}
 				defer stop()
 			}
-			dt, err := model.ParseComputeDType(computeDType)
+			dt, err := computeDType.dtype()
 			if err != nil {
-				return usage("--compute-dtype: %v", err)
+				return err
 			}
 			res, err := benchEngine(cmd.Context(), b, cfg, eng, dt, lora, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
 			if err != nil {
@@ -168,7 +169,7 @@ bench/compare.sh runs both.`,
 	f.IntVar(&sampleRuns, "sample-runs", 3, "timed sampling runs")
 	f.IntVar(&samplePrompt, "sample-prompt", 1, "prompt tokens per sampled sequence (prefilled in one forward pass)")
 	f.IntVar(&memReadMB, "mem-read-mb", 512, "MiB summed to measure the memory read bandwidth (mem_read_gb_per_s); 0: skip")
-	f.StringVar(&computeDType, "compute-dtype", "float32", "the matrix products' dtype: float32, or bfloat16 (mixed precision with float32 weights; the graph engine on the XLA backend)")
+	computeDType.register(f, "the matrix products' dtype: float32, or bfloat16 (mixed precision with float32 weights; the graph engine on the XLA backend)")
 	f.StringVar(&engine, "engine", "auto", "auto, native (host CPU kernels) or graph (the backend's compiled graphs)")
 	f.IntVar(&threads, "threads", 2, "GOMAXPROCS")
 	f.Int64Var(&seed, "seed", 0, "seed")

@@ -11,7 +11,6 @@ import (
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/dataset"
-	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/task"
 	"github.com/hacrl/hacrl/tokenizer"
 	"github.com/hacrl/hacrl/train"
@@ -21,7 +20,7 @@ import (
 func evalCmd() *cobra.Command {
 	var (
 		set, backendCfg, template, suffix string
-		computeDType                      string
+		computeDType                      computeDTypeFlag
 		ad                                adapterFlags
 		problems, samples, maxNew         int
 		temperature                       float64
@@ -47,9 +46,8 @@ exits with status 2.
 			if err := checkEvalFlags(cmd, set, template, problems, samples, maxNew, temperature); err != nil {
 				return err
 			}
-			dt, err := model.ParseComputeDType(computeDType)
-			if err != nil {
-				return usage("--compute-dtype: %v", err)
+			if _, err := computeDType.dtype(); err != nil { // before loading anything
+				return err
 			}
 			dir := args[0]
 			saved, err := ad.load(dir, train.TemplateChoice{Kind: template})
@@ -71,8 +69,8 @@ exits with status 2.
 			if err != nil {
 				return err
 			}
-			if err := a.Model.SetComputeDType(dt); err != nil {
-				return usage("--compute-dtype: %v", err)
+			if err := computeDType.apply(a.Model); err != nil {
+				return err
 			}
 			if maxNew > 0 {
 				a.Sampling.MaxNewTokens = maxNew
@@ -115,7 +113,7 @@ exits with status 2.
 	f.StringVar(&suffix, "prompt-suffix", "", `appended to every question of a benchmark or dataset, as the paper's "Let's think step by step and output the final answer within \boxed{}."`)
 	f.Int64Var(&seed, "seed", 0, "sampling seed")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
-	f.StringVar(&computeDType, "compute-dtype", "float32", "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
+	computeDType.register(f, "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
 	ad.register(f)
 	return cmd
 }

@@ -42,7 +42,7 @@ func generateCmd() *cobra.Command {
 	var (
 		tf                   templateFlags
 		file, backendCfg     string
-		computeDType         string
+		computeDType         computeDTypeFlag
 		raw, logprobs, asJSN bool
 		maxNew, topK, n      int
 		temperature, topP    float64
@@ -104,15 +104,15 @@ gives for the same prompt_ids and response_ids.
 			case temperature == 0 && (f.Changed("top-p") || f.Changed("top-k")):
 				return usage("--top-p and --top-k apply to sampling; give --temperature > 0 (0 is greedy)")
 			}
-			dt, err := model.ParseComputeDType(computeDType)
-			if err != nil {
-				return usage("--compute-dtype: %v", err)
+			if _, err := computeDType.dtype(); err != nil { // before loading anything
+				return err
 			}
 			inputs := make([]genInput, 0, len(args)-1)
 			for i, p := range args[1:] {
 				inputs = append(inputs, genInput{Prompt: p, where: fmt.Sprintf("argument %d", i+1)})
 			}
 			if file != "" {
+				var err error
 				if inputs, err = readPromptFile(cmd, file); err != nil {
 					return err
 				}
@@ -121,8 +121,8 @@ gives for the same prompt_ids and response_ids.
 			if err != nil {
 				return err
 			}
-			if err := a.Model.SetComputeDType(dt); err != nil {
-				return usage("--compute-dtype: %v", err)
+			if err := computeDType.apply(a.Model); err != nil {
+				return err
 			}
 			opt := a.Sampling
 			opt.Temperature, opt.TopP, opt.TopK, opt.Greedy = temperature, topP, topK, false
@@ -160,7 +160,7 @@ gives for the same prompt_ids and response_ids.
 	fl.BoolVar(&logprobs, "logprobs", false, "report each response token's log-probability")
 	fl.BoolVar(&asJSN, "json", false, "print one JSON line per (prompt, sample)")
 	fl.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
-	fl.StringVar(&computeDType, "compute-dtype", "float32", "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
+	computeDType.register(fl, "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
 	return cmd
 }
 

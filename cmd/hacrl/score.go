@@ -16,9 +16,10 @@ import (
 
 func scoreCmd() *cobra.Command {
 	var (
-		tf                             templateFlags
-		jsonl, backendCF, computeDType string
-		raw                            bool
+		tf               templateFlags
+		jsonl, backendCF string
+		computeDType     computeDTypeFlag
+		raw              bool
 	)
 	cmd := &cobra.Command{
 		Use:   "score CHECKPOINT --jsonl FILE",
@@ -62,10 +63,8 @@ standard output.
 			if err != nil {
 				return err
 			}
-			if dt, err := model.ParseComputeDType(computeDType); err != nil {
-				return usage("--compute-dtype: %v", err)
-			} else if err := a.Model.SetComputeDType(dt); err != nil {
-				return usage("--compute-dtype: %v", err)
+			if err := computeDType.apply(a.Model); err != nil {
+				return err
 			}
 			lines, bad, err := readScoreLines(in, a, raw, cmd.ErrOrStderr())
 			if err != nil {
@@ -109,7 +108,7 @@ standard output.
 	tf.register(f, true)
 	tf.adapter.register(f)
 	f.StringVar(&backendCF, "backend", "", "GoMLX backend config")
-	f.StringVar(&computeDType, "compute-dtype", "float32", "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
+	computeDType.register(f, "the matrix products' dtype: float32, or bfloat16 (the graph engine on the XLA backend)")
 	return cmd
 }
 

@@ -31,9 +31,11 @@ func (n *net) dot(x *Node, xContract, xBatch []int, y *Node, yContract, yBatch [
 	if !n.bf16 || x.DType() == dtypes.BFloat16 {
 		return DotGeneral(x, xContract, xBatch, y, yContract, yBatch)
 	}
-	bf := func(v *Node) *Node { return ConvertDType(v, dtypes.BFloat16) }
-	return ConvertDType(DotGeneral(bf(x), xContract, xBatch, bf(y), yContract, yBatch), x.DType())
+	return ConvertDType(DotGeneral(toBF16(x), xContract, xBatch, toBF16(y), yContract, yBatch), x.DType())
 }
+
+// toBF16 is x in bfloat16.
+func toBF16(x *Node) *Node { return ConvertDType(x, dtypes.BFloat16) }
 
 func newNet(cfg Config, specs []paramSpec, params []*Node) *net {
 	w := make(map[string]*Node, len(specs))
@@ -159,8 +161,7 @@ func (n *net) attend(l int, q, kT, v *Node, at *attention) (out, keys, values *N
 		return decomposed(), kT, v
 	}
 	fused := func() *Node {
-		bf := func(x *Node) *Node { return ConvertDType(x, dtypes.BFloat16) }
-		o, _ := BackendFusedScaledDotProductAttention(bf(headsFirst(q)), bf(TransposeAllDims(kT, 0, 1, 3, 2)), bf(v),
+		o, _ := BackendFusedScaledDotProductAttention(toBF16(headsFirst(q)), toBF16(TransposeAllDims(kT, 0, 1, 3, 2)), toBF16(v),
 			compute.AttentionAxesLayoutBHSD, &compute.ScaledDotProductAttentionConfig{Scale: 1 / math.Sqrt(float64(Dh)), Causal: true})
 		return Reshape(ConvertDType(headsFirst(o), q.DType()), B, T, H*Dh) // [B,H,T,Dh] → [B,T,H·Dh]
 	}

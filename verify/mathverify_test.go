@@ -507,7 +507,7 @@ func variants(g, other string) []variant {
 		}
 	case mvDecRe.MatchString(g):
 		r, _ := new(big.Rat).SetString(g)
-		eq("decimal vs fraction", fracLaTeX(r))
+		eq("decimal vs fraction", verify.FracLaTeX(r))
 		if !r.IsInt() {
 			eq("frac vs slash", slashFrac(r))
 		}
@@ -595,9 +595,9 @@ func variants(g, other string) []variant {
 		if m[1] == "-" {
 			r.Neg(r)
 		}
-		eq("mixed number", fracLaTeX(r))
+		eq("mixed number", verify.FracLaTeX(r))
 		eq("mixed number", decimalOf(r, 6))
-		ne("mixed number", fracLaTeX(new(big.Rat).Mul(mustRat(m[1]+m[2]+"/1"), mustRat(m[3]+"/"+m[4]))))
+		ne("mixed number", verify.FracLaTeX(new(big.Rat).Mul(mustRat(m[1]+m[2]+"/1"), mustRat(m[3]+"/"+m[4]))))
 	}
 
 	// Rewritings that apply inside any LaTeX answer.
@@ -692,18 +692,6 @@ func decimals(s string) int {
 		return len(f)
 	}
 	return 0
-}
-
-// fracLaTeX writes r as \frac{p}{q}, with a leading minus sign if negative.
-func fracLaTeX(r *big.Rat) string {
-	if r.IsInt() {
-		return r.Num().String()
-	}
-	sign := ""
-	if r.Sign() < 0 {
-		sign = "-"
-	}
-	return sign + `\frac{` + new(big.Int).Abs(r.Num()).String() + `}{` + r.Denom().String() + `}`
 }
 
 func slashFrac(r *big.Rat) string { return r.Num().String() + "/" + r.Denom().String() }

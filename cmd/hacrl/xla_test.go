@@ -3,17 +3,15 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hacrl/hacrl/internal/xlatest"
+	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
 )
 
@@ -61,8 +59,9 @@ func TestXLATrain(t *testing.T) {
 	if stdout, stderr, code := runHacrl(t, "train", path, "--steps", "0", "--out", native, "--backend", "go:ops_sequential"); code != 0 {
 		t.Fatalf("hacrl train on the Go backend: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	want := stepZeroGreedy(t, native)
-	got := stepZeroGreedy(t, out)
+	recs := runMetrics(t, out)
+	want := stepZeroGreedy(t, runMetrics(t, native))
+	got := stepZeroGreedy(t, recs)
 	for a, acc := range want {
 		if got[a] != acc {
 			t.Errorf("agent %s: greedy accuracy before training %v on XLA, %v natively", a, got[a], acc)
@@ -72,35 +71,21 @@ func TestXLATrain(t *testing.T) {
 		}
 	}
 
-	f, err := os.Open(filepath.Join(out, "metrics.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	steps := map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range rec {
-			if x, ok := v.(float64); ok && (math.IsNaN(x) || math.IsInf(x, 0)) {
-				t.Errorf("metrics: step %v agent %v: %s = %v", rec["step"], rec["agent"], k, x)
+	for _, rec := range recs {
+		for k, x := range rec.Values {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				t.Errorf("metrics: step %d agent %q: %s = %v", rec.Step, rec.Agent, k, x)
 			}
 		}
-		if _, ok := rec["loss/policy"]; ok {
-			steps[rec["agent"].(string)]++
+		if _, ok := rec.Values["loss/policy"]; ok {
+			steps[rec.Agent]++
 			for _, k := range []string{"time/sample", "time/score", "time/update"} {
-				if x, _ := rec[k].(float64); x <= 0 {
-					t.Errorf("metrics: step %v agent %v: %s = %v, want a positive time", rec["step"], rec["agent"], k, rec[k])
+				if x := rec.Values[k]; x <= 0 {
+					t.Errorf("metrics: step %d agent %q: %s = %v, want a positive time", rec.Step, rec.Agent, k, x)
 				}
 			}
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	for _, a := range []string{"gpt-char", "llama-bpe"} {
 		if steps[a] != 2 {
@@ -120,26 +105,27 @@ func TestXLATrain(t *testing.T) {
 	}
 }
 
-// stepZeroGreedy returns each agent's greedy test accuracy at step 0 in the
-// run out's metrics.jsonl.
-func stepZeroGreedy(t *testing.T, out string) map[string]float64 {
+// runMetrics reads the metrics.jsonl of the run in out.
+func runMetrics(t *testing.T, out string) []metrics.Record {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(out, "metrics.jsonl"))
+	recs, err := metrics.ReadFile(filepath.Join(out, "metrics.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return recs
+}
+
+// stepZeroGreedy returns each agent's greedy test accuracy at step 0.
+func stepZeroGreedy(t *testing.T, recs []metrics.Record) map[string]float64 {
+	t.Helper()
 	acc := map[string]float64{}
-	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatal(err)
-		}
-		if v, ok := rec["eval/test/greedy_acc"].(float64); ok && rec["step"] == 0.0 {
-			acc[rec["agent"].(string)] = v
+	for _, rec := range recs {
+		if v, ok := rec.Values["eval/test/greedy_acc"]; ok && rec.Step == 0 {
+			acc[rec.Agent] = v
 		}
 	}
 	if len(acc) != 2 {
-		t.Fatalf("%s: step-0 greedy accuracy for %d agents, want 2: %v", out, len(acc), acc)
+		t.Fatalf("step-0 greedy accuracy for %d agents, want 2: %v", len(acc), acc)
 	}
 	return acc
 }

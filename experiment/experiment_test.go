@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,7 +106,7 @@ ablations:
 		t.Errorf("resume log:\n%s", log.String())
 	}
 
-	results, err := Collect(c)
+	results, err := Collect(c, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func checkArchive(t *testing.T, r *Runner, c *Config, results []CellResult) {
 			}
 		}
 	}
-	back, err := Collect(&arch)
+	back, err := Collect(&arch, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func checkArchive(t *testing.T, r *Runner, c *Config, results []CellResult) {
 	if !strings.Contains(log.String(), fmt.Sprintf("%d cells, %d done, 1 to run", len(results), len(results)-1)) {
 		t.Errorf("run over the archive:\n%s", log.String())
 	}
-	again, err := Collect(&arch)
+	again, err := Collect(&arch, io.Discard)
 	if err != nil || !reflect.DeepEqual(withoutSeconds(again), withoutSeconds(results)) {
 		t.Errorf("after retraining %s in the archive: %v\n%+v\nwant\n%+v", missing.ID(), err, again, results)
 	}

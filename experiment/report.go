@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -49,8 +50,10 @@ type CellResult struct {
 var diagnosticKeys = []string{"ratio/self_mean", "ratio/cross_mean", "clip/self_frac", "clip/cross_lower_frac",
 	"clip/cross_upper_frac", "omega", "capability", "accuracy/train", "grad_norm", "retokenize/changed_frac", "entropy", "loss/kl"}
 
-// Collect reads the metrics of every finished cell.
-func Collect(c *Config) ([]CellResult, error) {
+// Collect reads the metrics of every finished cell. A cell's metrics file
+// that ends in a torn line (metrics.TornError) is read up to it, and said so
+// on warn.
+func Collect(c *Config, warn io.Writer) ([]CellResult, error) {
 	var out []CellResult
 	for _, cell := range c.Cells() {
 		if !c.Done(cell) {
@@ -58,7 +61,9 @@ func Collect(c *Config) ([]CellResult, error) {
 		}
 		path, _ := cellMetrics(c.Dir(cell))
 		recs, err := metrics.ReadFile(path)
-		if err != nil {
+		if torn := metrics.Torn(err); torn != nil {
+			fmt.Fprintf(warn, "experiment: cell %s: %v\n", cell.ID(), torn)
+		} else if err != nil {
 			return nil, fmt.Errorf("experiment: cell %s: %w", cell.ID(), err)
 		}
 		cr := CellResult{Cell: cell.ID(), Setting: cell.Setting, Method: cell.Method, Seed: cell.Seed, Agents: map[string]*AgentResult{}}

@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -286,7 +287,7 @@ func TestCollectOmegaInKeyOrder(t *testing.T) {
 	}
 	want := (b + cc + d) / 3 // in key order; b + (cc + d) differs in the last bit
 	for range 30 {
-		res, err := Collect(c)
+		res, err := Collect(c, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +317,7 @@ func TestCollectFirstAndLastTenth(t *testing.T) {
 	if err := metrics.WriteFile(filepath.Join(c.Dir(cell), metrics.FileName), recs); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Collect(c)
+	res, err := Collect(c, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

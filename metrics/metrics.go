@@ -10,6 +10,12 @@
 // A run resumed from a checkpoint at step S reopens the directory with
 // resumeStep S: records after S are dropped, so that the resumed run ends with
 // the same file as an uninterrupted one apart from the times.
+//
+// The file never ends in part of a record because of a failed write: a
+// record is one write, and a write that fails (a full disk) is cut back off
+// the file before Write returns its error. Only a crash of the machine in
+// the middle of a write can leave a torn last line; ReadFile skips it and
+// says so (TornError), and Open drops it on resume.
 package metrics
 
 import (
@@ -77,6 +83,7 @@ type Writer struct {
 	mu     sync.Mutex
 	dir    string
 	jsonl  *os.File
+	size   int64 // of the JSONL file after the last whole record
 	line   []byte
 	cfg    config
 	events map[string]*eventWriter // by TensorBoard run directory name
@@ -116,7 +123,12 @@ func Open(dir string, resumeStep int, opts ...Option) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return &Writer{dir: dir, jsonl: f, cfg: cfg, events: map[string]*eventWriter{}}, nil
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return &Writer{dir: dir, jsonl: f, size: fi.Size(), cfg: cfg, events: map[string]*eventWriter{}}, nil
 }
 
 // Write appends rec as one line of the JSONL file and, when TensorBoard is on,
@@ -140,8 +152,14 @@ func (w *Writer) Write(rec Record) error {
 	}
 	w.line = appendLine(w.line[:0], rec)
 	if _, err := w.jsonl.Write(w.line); err != nil {
+		// Whatever part of the line reached the file comes off again, so
+		// that the file still ends with a whole record.
+		if terr := w.jsonl.Truncate(w.size); terr != nil {
+			return fmt.Errorf("metrics: %w (and cutting the partial record off %s: %v)", err, w.jsonl.Name(), terr)
+		}
 		return fmt.Errorf("metrics: %w", err)
 	}
+	w.size += int64(len(w.line))
 	if !w.cfg.tensorBoard || len(rec.Values) == 0 {
 		return nil
 	}
@@ -304,6 +322,11 @@ func WriteFile(path string, recs []Record) error {
 // (told apart by gzip's magic bytes, so an archived metrics.jsonl.gz reads
 // like the file it holds). A null value reads as NaN. Errors name the line at
 // fault.
+//
+// A last line without its newline that is not JSON — what a crash
+// in the middle of a write leaves — is not an error of the file: ReadFile
+// returns the records before it together with a *TornError, which a reader
+// reports and goes on (see Torn).
 func ReadFile(path string) ([]Record, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -319,17 +342,50 @@ func ReadFile(path string) ([]Record, error) {
 		}
 	}
 	var recs []Record
-	for i, line := range bytes.SplitAfter(data, []byte("\n")) {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	for i, line := range lines {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		rec, err := parseLine(line)
+		if err != nil && isTorn(lines, i) {
+			return recs, &TornError{Path: path, Line: i + 1, Bytes: len(line)}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("metrics: %s:%d: %w", path, i+1, err)
 		}
 		recs = append(recs, rec)
 	}
 	return recs, nil
+}
+
+// isTorn reports whether lines[i] is part of a record cut short: the last
+// line, without its newline, and not JSON (every prefix of a record's JSON
+// object is invalid JSON).
+func isTorn(lines [][]byte, i int) bool {
+	return i == len(lines)-1 && !bytes.HasSuffix(lines[i], []byte("\n")) && !json.Valid(lines[i])
+}
+
+// A TornError reports a metrics file whose last line is part of a record,
+// left by a crash in the middle of a write. The records before it are whole.
+type TornError struct {
+	Path  string
+	Line  int // 1-based
+	Bytes int // the torn line's length
+}
+
+func (e *TornError) Error() string {
+	return fmt.Sprintf("metrics: %s:%d: the last line (%d bytes, no newline) is part of a record, as a crash while writing leaves; it is skipped", e.Path, e.Line, e.Bytes)
+}
+
+// Torn splits ReadFile's error: it returns the *TornError if err is one
+// (the records read are whole and usable), and nil otherwise.
+func Torn(err error) *TornError {
+	var t *TornError
+	if errors.As(err, &t) {
+		return t
+	}
+	return nil
 }
 
 // gzipMagic starts every gzip stream (RFC 1952); a JSONL file starts with '{'.
@@ -423,7 +479,7 @@ func truncateJSONL(path string, resumeStep int) error {
 			}
 			rec, err := parseLine(line)
 			if err != nil {
-				if i == len(lines)-1 && !bytes.HasSuffix(line, []byte("\n")) {
+				if isTorn(lines, i) {
 					break // an incomplete last line from a crash
 				}
 				return fmt.Errorf("metrics: resume: %s:%d: %w", path, i+1, err)

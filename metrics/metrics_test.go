@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"bytes"
+	"fmt"
+	"golang.org/x/sys/unix"
 	"math"
 	"os"
 	"path/filepath"
@@ -311,4 +313,92 @@ func TestWriteGzipReadsBack(t *testing.T) {
 	if _, err := ReadFile(cut); err == nil || !strings.Contains(err.Error(), cut) {
 		t.Errorf("truncated gzip: error = %v, want one naming %s", err, cut)
 	}
+}
+
+func TestReadFileTornLastLine(t *testing.T) {
+	good := `{"step":1,"agent":"a","time":1,"x":2}` + "\n"
+	tests := []struct {
+		name, body string
+		recs       int
+		tornLine   int // 0: not torn
+	}{
+		{"cut inside a number", good + `{"step":2,"agent":"a","ti`, 1, 2},
+		{"cut before the brace", good + good + `{"step":3,"x":1`, 2, 3},
+		{"whole last record without newline", good + `{"step":2,"x":1}`, 2, 0},
+		{"only a torn line", `{"st`, 0, 1},
+	}
+	dir := t.TempDir()
+	for _, tc := range tests {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".jsonl")
+		os.WriteFile(path, []byte(tc.body), 0o644)
+		recs, err := ReadFile(path)
+		torn := Torn(err)
+		switch {
+		case tc.tornLine == 0 && err != nil:
+			t.Errorf("%s: error %v, want none", tc.name, err)
+		case tc.tornLine > 0 && (torn == nil || torn.Line != tc.tornLine || torn.Path != path):
+			t.Errorf("%s: error %v, want a TornError at %s:%d", tc.name, err, path, tc.tornLine)
+		case tc.tornLine > 0 && !strings.Contains(err.Error(), "it is skipped"):
+			t.Errorf("%s: error %q does not say the line is skipped", tc.name, err)
+		}
+		if len(recs) != tc.recs {
+			t.Errorf("%s: %d records, want the %d whole ones", tc.name, len(recs), tc.recs)
+		}
+	}
+	// A bad line that is not the last is an error of the file, not a tear.
+	path := filepath.Join(dir, "middle.jsonl")
+	os.WriteFile(path, []byte(good+`{"st`+"\n"+good), 0o644)
+	if _, err := ReadFile(path); err == nil || Torn(err) != nil || !strings.Contains(err.Error(), path+":2:") {
+		t.Errorf("bad middle line: error %v, want a plain error naming line 2", err)
+	}
+}
+
+// TestFullDiskLeavesWholeRecords fills a small file system (a tmpfs of 64
+// KiB, mounted for the test: root only) with records until a write fails,
+// and checks that the file still ends with a whole record: the part of the
+// failed record that reached the disk was cut off again.
+func TestFullDiskLeavesWholeRecords(t *testing.T) {
+	dir := smallFS(t, 64<<10)
+	w, err := Open(dir, Fresh, WithTensorBoard(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]float64{}
+	for i := range 40 {
+		values[fmt.Sprintf("metric/with_a_long_name_%02d", i)] = float64(i) / 3
+	}
+	written := 0
+	for ; written < 10000; written++ {
+		if err := w.Write(Record{Step: written + 1, Agent: "a", Time: 1, Values: values}); err != nil {
+			if !strings.Contains(err.Error(), "no space left") {
+				t.Fatalf("write %d: %v, want a full disk", written+1, err)
+			}
+			break
+		}
+	}
+	if written == 0 || written == 10000 {
+		t.Fatalf("%d records written before the disk was full", written)
+	}
+	w.Close()
+	recs, err := ReadFile(filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatalf("after a full disk: %v", err)
+	}
+	if len(recs) != written {
+		t.Fatalf("%d records read back, want the %d written", len(recs), written)
+	}
+}
+
+// smallFS mounts a tmpfs of size bytes for the test and returns its path.
+func smallFS(t *testing.T, size int) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small file system needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		t.Fatalf("mount a tmpfs of %d bytes: %v", size, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -37,6 +38,9 @@ type Options struct {
 	Formats []string
 	// Dest is the directory of the figures; default OUT/plots.
 	Dest string
+	// Warn, when not nil, is told what of the metrics file was skipped: a
+	// torn last line (metrics.TornError).
+	Warn io.Writer
 }
 
 // runWideLabel is the legend label of records without an agent.
@@ -50,7 +54,11 @@ const runWideLabel = "run"
 func LearningCurves(ctx context.Context, runDir string, opts Options) ([]string, error) {
 	src := filepath.Join(runDir, metrics.FileName)
 	recs, err := metrics.ReadFile(src)
-	if err != nil {
+	if torn := metrics.Torn(err); torn != nil {
+		if opts.Warn != nil {
+			fmt.Fprintf(opts.Warn, "plot: %v\n", torn)
+		}
+	} else if err != nil {
 		return nil, fmt.Errorf("plot: %w", err)
 	}
 	if len(recs) == 0 {

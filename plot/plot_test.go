@@ -294,3 +294,25 @@ func TestSelectKeysAndFileNames(t *testing.T) {
 
 // px converts a length to PNG pixels.
 func px(l vg.Length) int { return int(math.Round(float64(l/vg.Inch) * DPI)) }
+
+// TestLearningCurvesTornLastLine draws a run whose metrics file ends in part
+// of a record (a crash in the middle of a write): the whole records are drawn
+// and the torn line is reported on Warn.
+func TestLearningCurvesTornLastLine(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir)
+	f, err := os.OpenFile(filepath.Join(dir, metrics.FileName), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"step":61,"agent":"a","accuracy/tr`)
+	f.Close()
+	var warn strings.Builder
+	paths, err := LearningCurves(context.Background(), dir, Options{Metrics: []string{"accuracy/train"}, Formats: []string{"svg"}, Warn: &warn})
+	if err != nil || len(paths) != 1 {
+		t.Fatalf("LearningCurves over a torn file: %v, %v", paths, err)
+	}
+	if !strings.Contains(warn.String(), metrics.FileName+":") || !strings.Contains(warn.String(), "it is skipped") {
+		t.Errorf("warning %q does not report the torn line", warn.String())
+	}
+}

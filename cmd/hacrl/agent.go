@@ -87,6 +87,7 @@ hacrl train --processes starts every agent of a config this way, with an
 embedded server, on this machine.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			onInterrupt(checkpointOnInterrupt)
 			if name == "" {
 				return usage("--agent NAME is required")
 			}

@@ -61,6 +61,7 @@ Three servers with --bus-cluster and --bus-routes form a cluster that keeps a
 run (hacrl agent --replicas 3) through the loss of one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			onInterrupt("stopping the bus server; its store keeps every step published, for a server started again on it")
 			if store == "" {
 				return usage("--store DIR is required (the server's JetStream files)")
 			}

@@ -32,6 +32,7 @@ rebuilt from such an archive (--report-only), or the grid goes on there,
 training only the cells it lacks.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			onInterrupt("stopping; each running cell finishes its step and saves a checkpoint, and the grid resumes from there")
 			c, err := experiment.Load(args[0])
 			if err != nil {
 				return err
@@ -49,7 +50,7 @@ training only the cells it lacks.`,
 					return err
 				}
 			}
-			results, err := experiment.Collect(c)
+			results, err := experiment.Collect(c, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

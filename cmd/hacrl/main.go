@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,7 +36,11 @@ func main() {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		<-sigs
-		fmt.Fprintln(os.Stderr, "\ninterrupt: finishing the current step and saving a checkpoint (interrupt again to abort)")
+		what := "stopping"
+		if p := interruptNote.Load(); p != nil {
+			what = *p
+		}
+		fmt.Fprintf(os.Stderr, "\ninterrupt: %s (interrupt again to abort)\n", what)
 		cancel()
 		<-sigs
 		fmt.Fprintln(os.Stderr, "aborted")
@@ -47,6 +52,16 @@ func main() {
 	}
 	os.Exit(execute(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
+
+// interruptNote says what the running command does on a first interrupt
+// (onInterrupt); without one it says "stopping".
+var interruptNote atomic.Pointer[string]
+
+// onInterrupt sets what the first interrupt of this process is said to do.
+func onInterrupt(what string) { interruptNote.Store(&what) }
+
+// checkpointOnInterrupt is what train and agent do on an interrupt.
+const checkpointOnInterrupt = "finishing the current step and saving a checkpoint"
 
 // gcHeadroom is the garbage hacrl lets its heap collect above what is live
 // before a collection, once the live heap is larger than that (package

@@ -17,12 +17,13 @@ OUT/plots: one figure per metric (--metrics takes glob patterns such as
 'eval/*'), or with --grid one figure of the headline metrics.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Warn = cmd.ErrOrStderr()
 			paths, err := plot.LearningCurves(cmd.Context(), args[0], opts)
 			if err != nil {
 				return err
 			}
 			for _, p := range paths {
-				fmt.Println(p)
+				fmt.Fprintln(cmd.OutOrStdout(), p)
 			}
 			return nil
 		},

@@ -337,7 +337,9 @@ func mergeMetrics(stderr io.Writer, out string, agents []string) error {
 			missing = append(missing, name)
 			continue
 		}
-		if err != nil {
+		if torn := metrics.Torn(err); torn != nil {
+			fmt.Fprintf(stderr, "%v\n", torn)
+		} else if err != nil {
 			return err
 		}
 		for _, r := range rs {

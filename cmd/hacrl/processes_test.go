@@ -387,6 +387,9 @@ func TestBusCommandAndWait(t *testing.T) {
 	if err := b.wait(t, 30*time.Second); err != nil {
 		t.Fatalf("hacrl bus after an interrupt: %v", err)
 	}
+	if out := b.String(); !strings.Contains(out, "interrupt: stopping the bus server") || strings.Contains(out, "checkpoint") {
+		t.Errorf("hacrl bus said on an interrupt:\n%s\nwant that it stops the server (it saves no checkpoint)", out)
+	}
 }
 
 // TestProcessesInterrupt: an interrupt of hacrl train --processes reaches

@@ -64,6 +64,7 @@ float16 checkpoints load as float32).
 ` + varsHelp + "\n\n" + adapterHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			onInterrupt("stopping the server once the requests in flight finish")
 			if err := tf.check(); err != nil {
 				return err
 			}

@@ -22,6 +22,7 @@ the example agents; they write to runs/sft/<name>, and --out
 examples/agents/<name> replaces a shipped agent deliberately.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			onInterrupt("stopping; sft saves its model only when it finishes")
 			cfg, err := config.LoadSFT(args[0])
 			if err != nil {
 				return err

@@ -45,6 +45,7 @@ process that dies of a signal starts again from its latest checkpoint
 with hacrl agent --bus and $HACRL_BUS_TOKEN (docs/processes.md).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			onInterrupt(checkpointOnInterrupt)
 			if resume && overwrite {
 				return usage("--resume continues the run in the output directory and --overwrite deletes it: give one of them")
 			}

@@ -3,7 +3,7 @@ package metrics
 import (
 	"bytes"
 	"fmt"
-	"golang.org/x/sys/unix"
+	"github.com/hacrl/hacrl/internal/mounttest"
 	"math"
 	"os"
 	"path/filepath"
@@ -358,7 +358,7 @@ func TestReadFileTornLastLine(t *testing.T) {
 // and checks that the file still ends with a whole record: the part of the
 // failed record that reached the disk was cut off again.
 func TestFullDiskLeavesWholeRecords(t *testing.T) {
-	dir := smallFS(t, 64<<10)
+	dir := mounttest.Small(t, 64<<10)
 	w, err := Open(dir, Fresh, WithTensorBoard(false))
 	if err != nil {
 		t.Fatal(err)
@@ -387,18 +387,4 @@ func TestFullDiskLeavesWholeRecords(t *testing.T) {
 	if len(recs) != written {
 		t.Fatalf("%d records read back, want the %d written", len(recs), written)
 	}
-}
-
-// smallFS mounts a tmpfs of size bytes for the test and returns its path.
-func smallFS(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small file system needs root (CI runs as root)")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Fatalf("mount a tmpfs of %d bytes: %v", size, err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
 }

@@ -40,11 +40,13 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -110,6 +112,7 @@ type Run struct {
 	trainCfg json.RawMessage // the training-relevant config (trainingConfig), stored in checkpoints
 	damaged  []string        // damaged checkpoints passed over on resume, set aside by New
 	complete bool            // resumed a run that had already done its steps
+	readOnly error           // OUT cannot be written: no lock taken (only a complete run goes on)
 
 	// gradHook, when set (tests), may alter a mini-batch's gradient weights
 	// before the backward pass: fault injection for the non-finite guard.
@@ -171,6 +174,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 		// Nothing to train: leave OUT as it is (see Train).
 		r.complete = true
 		return r, nil
+	}
+	if r.readOnly != nil {
+		return nil, fmt.Errorf("train: %s cannot be written (%w): a run continues only on writable storage (copy it there); --resume of a finished run only prints its table", cfg.Out, r.readOnly)
 	}
 	// Setup succeeded: from here on the run writes into OUT.
 	if err := r.claimOut(opts.Overwrite, ckpt != nil); err != nil {
@@ -314,6 +320,11 @@ func (r *Run) claimOut(overwrite, resumed bool) error {
 // run's files.
 func (r *Run) lockOut(opts Options) error { return r.lockOutFor(opts, false) }
 
+// isReadOnly reports whether err is a file system's refusal to write.
+func isReadOnly(err error) bool {
+	return errors.Is(err, syscall.EROFS) || errors.Is(err, fs.ErrPermission)
+}
+
 // lockOutFor is lockOut for a run in one process (processes false) or the
 // supervisor of a run of agent processes (ClaimOut).
 func (r *Run) lockOutFor(opts Options, processes bool) error {
@@ -327,6 +338,12 @@ func (r *Run) lockOutFor(opts Options, processes bool) error {
 		return fmt.Errorf("train: %w", err)
 	}
 	lock, err := runlock.Acquire(out)
+	if err != nil && opts.Resume && !processes && isReadOnly(err) {
+		// A run on read-only storage can be looked at, not continued: New
+		// lets only a finished one through, to print its table.
+		r.readOnly = err
+		return checkRunKind(out, processes)
+	}
 	if err != nil {
 		return fmt.Errorf("train: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/hacrl/hacrl/internal/mounttest"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -130,6 +131,18 @@ func trainWith(t *testing.T, cfg *config.Config, opts Options) (*Summary, *recor
 		t.Fatal(err)
 	}
 	return sum, rec
+}
+
+// trainWithErr builds a run of cfg with opts and trains it, returning what
+// failed instead of failing the test.
+func trainWithErr(t *testing.T, cfg *config.Config, opts Options) (*Summary, error) {
+	t.Helper()
+	opts.Observer = &recorder{}
+	run, err := New(context.Background(), cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return run.Train(context.Background())
 }
 
 // withAgents is a copy of cfg whose agents can be changed without touching cfg's.
@@ -575,6 +588,20 @@ func TestResumeFinishedRun(t *testing.T) {
 		}
 		sameTree(t, cfg.Out, before)
 	}
+	// On read-only storage a finished run prints its table (it takes no
+	// lock: nothing can write there); an unfinished one says it cannot go on.
+	ro := *cfg
+	ro.Out = mounttest.ReadOnly(t, cfg.Out)
+	sum, err := trainWithErr(t, &ro, Options{Resume: true})
+	if err != nil || !sum.AlreadyComplete || !strings.Contains(sum.String(), "test/greedy_acc") {
+		t.Errorf("resume of a finished run on read-only storage: %v\n%v", err, sum)
+	}
+	ro.Steps = 3
+	if _, err := trainWithErr(t, &ro, Options{Resume: true}); err == nil || !strings.Contains(err.Error(), "read-only file system") ||
+		!strings.Contains(err.Error(), "continues only on writable storage") {
+		t.Errorf("resume of an unfinished run on read-only storage: %v", err)
+	}
+	sameTree(t, cfg.Out, before)
 	// A run killed between its last checkpoint and its final agents gets them.
 	if err := os.RemoveAll(filepath.Join(cfg.Out, "final", "llama-bpe")); err != nil {
 		t.Fatal(err)

@@ -48,6 +48,14 @@
 //     nothing arrives for 2 s it reads again through a new ordered consumer,
 //     from the sequence after the last message it read; and Publish sends
 //     again every chunk not acknowledged within 10 s (harmless: message ids).
+//   - Bounded waits. Every call that waits for the server — connecting,
+//     opening a run, publishing, heartbeats, the run's records — waits at
+//     most the connection's ClientOptions.Wait, trying again what a
+//     restart or a cut link lost, and then fails with a *WaitError saying
+//     what it waited to do, on which server, for how long. Collect waits at
+//     most its timeout, and CollectWatching tells the caller what it still
+//     waits for (the agents missing, or the error reading met), for a
+//     status line.
 //   - Identity: the first process to open a run records its config hash and
 //     code version (and RunSpec.Config, when given); a process that brings
 //     other ones is refused with a *MismatchError saying what differs and

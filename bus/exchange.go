@@ -68,28 +68,33 @@ func (r *Run) publish(ctx context.Context, step int, agent string, payload []byt
 		}
 	}
 	// Send every chunk left, wait for the acknowledgements, and send again
-	// those that failed (a server restarting): until all are stored or ctx ends.
+	// those that failed (a server restarting, a link down): until all are
+	// stored, or the connection's wait ends (a *WaitError) or ctx does.
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, r.conn.wait)
+	defer cancel()
+	var last error // the last error other than the wait's end
 	for attempt := 1; len(todo) > 0; attempt++ {
 		var err error
-		todo, err = r.sendChunks(ctx, step, agent, payload, sum, n, todo)
+		todo, err = r.sendChunks(wctx, step, agent, payload, sum, n, todo)
 		if err == nil {
 			continue
 		}
+		if !errors.Is(err, context.DeadlineExceeded) || last == nil {
+			last = err
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("bus: run %s: publish step %d of agent %q: %d of %d chunks not stored after %d attempts: %w (last error: %v)",
-				r.id, step, agent, len(todo), n, attempt, ctx.Err(), err)
+				r.id, step, agent, len(todo), n, attempt, ctx.Err(), last)
 		}
-		if attempt >= maxPublishAttempts {
-			return fmt.Errorf("bus: run %s: publish step %d of agent %q: %d of %d chunks not stored after %d attempts: %w",
-				r.id, step, agent, len(todo), n, attempt, err)
+		if wctx.Err() != nil {
+			return &WaitError{Run: r.id, Server: r.conn.where, Waited: time.Since(start), Last: last,
+				What: fmt.Sprintf("publish step %d of agent %q (%d of %d chunks not stored after %d attempts)", step, agent, len(todo), n, attempt)}
 		}
-		pause(ctx, err)
+		pause(wctx, err)
 	}
 	return nil
 }
-
-// maxPublishAttempts bounds how often Publish sends a chunk that fails.
-const maxPublishAttempts = 10
 
 // sendChunks publishes the chunks todo and returns those not acknowledged,
 // with the first error.
@@ -170,6 +175,19 @@ func (e *MissingError) Error() string {
 // returns a *MissingError naming the agents still missing. A payload whose
 // checksum or size does not match what its publisher recorded is an error.
 func (r *Run) Collect(ctx context.Context, step int, agents []string, timeout time.Duration) (map[string][]byte, error) {
+	return r.CollectWatching(ctx, step, agents, timeout, nil)
+}
+
+// Waiting is what a Collect still waits for.
+type Waiting struct {
+	Missing []string // agents whose payload is not complete yet, in the order asked
+	Last    error    // the error reading last met (a server unreachable); nil once reading goes on
+}
+
+// CollectWatching is Collect telling watch (when not nil) what it waits for:
+// once before it reads, and again whenever that changes. watch runs in the
+// caller's goroutine and must not block.
+func (r *Run) CollectWatching(ctx context.Context, step int, agents []string, timeout time.Duration, watch func(Waiting)) (map[string][]byte, error) {
 	if timeout <= 0 {
 		return nil, fmt.Errorf("bus: run %s: collect step %d: timeout must be positive, got %v", r.id, step, timeout)
 	}
@@ -191,12 +209,16 @@ func (r *Run) Collect(ctx context.Context, step int, agents []string, timeout ti
 	start := time.Now()
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c := collector{r: r, step: step, subjects: subjects, asm: asm, left: len(agents)}
+	c := collector{r: r, step: step, agents: agents, subjects: subjects, asm: asm, left: len(agents), watch: watch}
+	c.notify(nil)
 	var last error // the last transient error, for the timeout's message
 	for c.left > 0 {
 		if err := c.round(wctx); err != nil {
 			if errors.Is(err, errStalled) || (wctx.Err() == nil && !errors.Is(err, errBadPayload)) {
 				last = err
+				if !errors.Is(err, errStalled) {
+					c.notify(err)
+				}
 				continue
 			}
 			if errors.Is(err, errBadPayload) {
@@ -227,10 +249,29 @@ var (
 type collector struct {
 	r        *Run
 	step     int
+	agents   []string
 	subjects []string
 	asm      map[string]*assembly
 	left     int    // agents not complete yet
 	next     uint64 // stream sequence to read from; 0 = the start
+	watch    func(Waiting)
+	told     error // the error watch last heard
+}
+
+// notify tells watch what the collector waits for, with last the error
+// reading met (nil: reading went on).
+func (c *collector) notify(last error) {
+	if c.watch == nil {
+		return
+	}
+	c.told = last
+	w := Waiting{Last: last}
+	for _, a := range c.agents {
+		if !c.asm[a].done() {
+			w.Missing = append(w.Missing, a)
+		}
+	}
+	c.watch(w)
 }
 
 func (c *collector) round(ctx context.Context) error {
@@ -264,6 +305,9 @@ func (c *collector) round(ctx context.Context) error {
 		if md, err := m.Metadata(); err == nil {
 			c.next = md.Sequence.Stream + 1
 		}
+		if c.told != nil {
+			c.notify(nil)
+		}
 		if err := c.add(m); err != nil {
 			return fmt.Errorf("bus: run %s: collect step %d: %w: %w", c.r.id, c.step, errBadPayload, err)
 		}
@@ -286,6 +330,7 @@ func (c *collector) add(m jetstream.Msg) error {
 			return fmt.Errorf("agent %q: %w", a, err)
 		}
 		c.left--
+		c.notify(nil)
 	}
 	return nil
 }
@@ -380,18 +425,25 @@ func (as *assembly) verify() error {
 // agent has collected it; a run that never drops keeps its whole exchange on
 // disk.
 func (r *Run) DropStep(ctx context.Context, step int) error {
-	err := r.stream.Purge(ctx, jetstream.WithPurgeSubject(stepPrefix(r.id)+strconv.Itoa(step)+".>"))
+	err := r.within(ctx, fmt.Sprintf("drop step %d", step), func(ctx context.Context) error {
+		return r.stream.Purge(ctx, jetstream.WithPurgeSubject(stepPrefix(r.id)+strconv.Itoa(step)+".>"))
+	})
 	if err != nil {
-		return fmt.Errorf("bus: run %s: drop step %d: %w", r.id, step, err)
+		return r.opErr(err, fmt.Sprintf("drop step %d", step))
 	}
 	return nil
 }
 
 // Steps lists the steps that have payloads on the stream, ascending.
 func (r *Run) Steps(ctx context.Context) ([]int, error) {
-	info, err := r.stream.Info(ctx, jetstream.WithSubjectFilter(stepPrefix(r.id)+">"))
+	var info *jetstream.StreamInfo
+	err := r.within(ctx, "list the steps on the stream", func(ctx context.Context) error {
+		var err error
+		info, err = r.stream.Info(ctx, jetstream.WithSubjectFilter(stepPrefix(r.id)+">"))
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("bus: run %s: list steps: %w", r.id, err)
+		return nil, r.opErr(err, "list steps")
 	}
 	seen := map[int]bool{}
 	for subj := range info.State.Subjects {

@@ -87,26 +87,36 @@ func (c *Conn) OpenRun(ctx context.Context, spec RunSpec) (*Run, error) {
 	if window < 0 {
 		return nil, fmt.Errorf("bus: run %s: DedupeWindow must be positive, got %v", spec.ID, window)
 	}
-	stream, err := c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:        streamName(spec.ID),
-		Description: "hacrl run " + spec.ID + ": step exchange",
-		Subjects:    []string{stepPrefix(spec.ID) + ">"},
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		Duplicates:  window,
-		Retention:   jetstream.LimitsPolicy,
+	var stream jetstream.Stream
+	err := c.within(ctx, spec.ID, "create the run's step stream", func(ctx context.Context) error {
+		var err error
+		stream, err = c.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:        streamName(spec.ID),
+			Description: "hacrl run " + spec.ID + ": step exchange",
+			Subjects:    []string{stepPrefix(spec.ID) + ">"},
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+			Duplicates:  window,
+			Retention:   jetstream.LimitsPolicy,
+		})
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bus: run %s: step stream: %w", spec.ID, err)
+		return nil, opErr(spec.ID, err, "step stream")
 	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      "hacrl_" + spec.ID,
-		Description: "hacrl run " + spec.ID + ": identity and agent liveness",
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
+	var kv jetstream.KeyValue
+	err = c.within(ctx, spec.ID, "create the run's key-value bucket", func(ctx context.Context) error {
+		var err error
+		kv, err = c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:      "hacrl_" + spec.ID,
+			Description: "hacrl run " + spec.ID + ": identity and agent liveness",
+			Storage:     jetstream.FileStorage,
+			Replicas:    replicas,
+		})
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("bus: run %s: key-value bucket: %w", spec.ID, err)
+		return nil, opErr(spec.ID, err, "key-value bucket")
 	}
 	r := &Run{id: spec.ID, conn: c, stream: stream, kv: kv}
 	r.chunk = chunkSize(c.MaxPayload())
@@ -114,6 +124,63 @@ func (c *Conn) OpenRun(ctx context.Context, spec RunSpec) (*Run, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// within runs op bounded by the connection's wait (Conn.within).
+func (r *Run) within(ctx context.Context, what string, op func(ctx context.Context) error) error {
+	return r.conn.within(ctx, r.id, what, op)
+}
+
+// opErr says what failed, unless err already does (a *WaitError).
+func (r *Run) opErr(err error, what string) error { return opErr(r.id, err, what) }
+
+func opErr(run string, err error, what string) error {
+	var we *WaitError
+	if errors.As(err, &we) {
+		return err
+	}
+	return fmt.Errorf("bus: run %s: %s: %w", run, what, err)
+}
+
+// kvCreate creates key with value, bounded by the connection's wait; a key
+// that exists is jetstream.ErrKeyExists (also when a try whose answer was
+// lost created it: the caller compares the value).
+func (r *Run) kvCreate(ctx context.Context, key string, value []byte, what string) error {
+	err := r.within(ctx, what, func(ctx context.Context) error {
+		_, err := r.kv.Create(ctx, key, value)
+		return err
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return r.opErr(err, what)
+	}
+	return err
+}
+
+// kvGet reads key, bounded by the connection's wait; a missing key is
+// jetstream.ErrKeyNotFound.
+func (r *Run) kvGet(ctx context.Context, key, what string) (jetstream.KeyValueEntry, error) {
+	var e jetstream.KeyValueEntry
+	err := r.within(ctx, what, func(ctx context.Context) error {
+		var err error
+		e, err = r.kv.Get(ctx, key)
+		return err
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, r.opErr(err, what)
+	}
+	return e, err
+}
+
+// kvPut puts value under key, bounded by the connection's wait.
+func (r *Run) kvPut(ctx context.Context, key string, value []byte, what string) error {
+	err := r.within(ctx, what, func(ctx context.Context) error {
+		_, err := r.kv.Put(ctx, key, value)
+		return err
+	})
+	if err != nil {
+		return r.opErr(err, what)
+	}
+	return nil
 }
 
 func (r *Run) checkIdentity(ctx context.Context, mine Identity, config []byte) error {
@@ -124,18 +191,18 @@ func (r *Run) checkIdentity(ctx context.Context, mine Identity, config []byte) e
 	if config != nil {
 		// Before the identity, so that a process refused by the identity
 		// finds the config beside it.
-		if _, err := r.kv.Create(ctx, keyConfig, config); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
-			return fmt.Errorf("bus: run %s: record config: %w", r.id, err)
+		if err := r.kvCreate(ctx, keyConfig, config, "record the run's config"); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			return err
 		}
 	}
-	if _, err := r.kv.Create(ctx, keyIdentity, b); err == nil {
+	if err := r.kvCreate(ctx, keyIdentity, b, "record the run's identity"); err == nil {
 		return nil
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
-		return fmt.Errorf("bus: run %s: record identity: %w", r.id, err)
+		return err
 	}
-	e, err := r.kv.Get(ctx, keyIdentity)
+	e, err := r.kvGet(ctx, keyIdentity, "read the run's identity")
 	if err != nil {
-		return fmt.Errorf("bus: run %s: read identity: %w", r.id, err)
+		return err
 	}
 	var theirs Identity
 	if err := json.Unmarshal(e.Value(), &theirs); err != nil {
@@ -143,7 +210,7 @@ func (r *Run) checkIdentity(ctx context.Context, mine Identity, config []byte) e
 	}
 	if theirs != mine {
 		e := &MismatchError{Run: r.id, Recorded: theirs, Joining: mine}
-		if c, err := r.kv.Get(ctx, keyConfig); err == nil {
+		if c, err := r.kvGet(ctx, keyConfig, "read the run's config"); err == nil {
 			e.RecordedConfig = c.Value()
 		}
 		return e
@@ -181,10 +248,7 @@ func (r *Run) Heartbeat(ctx context.Context, agent string) error {
 	if err := checkAgent(agent); err != nil {
 		return err
 	}
-	if _, err := r.kv.Put(ctx, keyAlive+token(agent), []byte(agent)); err != nil {
-		return fmt.Errorf("bus: run %s: heartbeat of agent %q: %w", r.id, agent, err)
-	}
-	return nil
+	return r.kvPut(ctx, keyAlive+token(agent), []byte(agent), fmt.Sprintf("record the heartbeat of agent %q", agent))
 }
 
 // KeepAlive beats for agent every interval until ctx is done, and returns
@@ -218,18 +282,29 @@ type Agent struct {
 
 // Agents lists every agent that ever beat in this run, by name.
 func (r *Run) Agents(ctx context.Context) ([]Agent, error) {
-	lister, err := r.kv.ListKeysFiltered(ctx, keyAlive+">")
+	var keys []string
+	err := r.within(ctx, "list the agents", func(ctx context.Context) error {
+		lister, err := r.kv.ListKeysFiltered(ctx, keyAlive+">")
+		if err != nil {
+			return err
+		}
+		keys = keys[:0]
+		for k := range lister.Keys() {
+			keys = append(keys, k)
+		}
+		return ctx.Err()
+	})
 	if err != nil {
-		return nil, fmt.Errorf("bus: run %s: list agents: %w", r.id, err)
+		return nil, r.opErr(err, "list agents")
 	}
 	var out []Agent
-	for k := range lister.Keys() {
-		e, err := r.kv.Get(ctx, k)
+	for _, k := range keys {
+		e, err := r.kvGet(ctx, k, "read "+k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("bus: run %s: read %s: %w", r.id, k, err)
+			return nil, err
 		}
 		out = append(out, Agent{Name: string(e.Value()), LastSeen: e.Created()})
 	}
@@ -278,21 +353,18 @@ func (r *Run) Finished(ctx context.Context, agent string) (steps int, ok bool, e
 
 // putCount records n, what it means for agent, under prefix + agent's token.
 func (r *Run) putCount(ctx context.Context, prefix, agent string, n int, what string) error {
-	if _, err := r.kv.Put(ctx, prefix+token(agent), []byte(strconv.Itoa(n))); err != nil {
-		return fmt.Errorf("bus: run %s: record %s of agent %q: %w", r.id, what, agent, err)
-	}
-	return nil
+	return r.kvPut(ctx, prefix+token(agent), []byte(strconv.Itoa(n)), fmt.Sprintf("record %s of agent %q", what, agent))
 }
 
 // count reads what putCount recorded for agent under prefix; ok is false
 // when nothing is.
 func (r *Run) count(ctx context.Context, prefix, agent, what string) (n int, ok bool, err error) {
-	e, err := r.kv.Get(ctx, prefix+token(agent))
+	e, err := r.kvGet(ctx, prefix+token(agent), fmt.Sprintf("read %s of agent %q", what, agent))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("bus: run %s: read %s of agent %q: %w", r.id, what, agent, err)
+		return 0, false, err
 	}
 	if n, err = strconv.Atoi(string(e.Value())); err != nil {
 		return 0, false, fmt.Errorf("bus: run %s: %s of agent %q is %q, not a number", r.id, what, agent, e.Value())

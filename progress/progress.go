@@ -2,6 +2,11 @@
 // status block redrawn in place (one line per agent with its current phase and
 // the time its phases took in the last step, and a run line with the step
 // rate and ETA); otherwise, or with CI=true, plain timestamped log lines.
+//
+// An agent that waits — for the other agents' rollouts, for an unreachable
+// bus — says so (Wait): what it waits for and since when, under its line
+// on a terminal, or as a log line repeated every plainEvery while the wait
+// lasts.
 package progress
 
 import (
@@ -32,7 +37,20 @@ type Display struct {
 	since  map[string]time.Time // agent → phase start
 	last   map[string]map[string]time.Duration
 	msg    string
+	waits  map[string]*wait // agent → what it waits for, while it waits
+	now    func() time.Time
 }
+
+// wait is what an agent waits for.
+type wait struct {
+	what, detail string
+	since        time.Time
+	said         string    // the plain line last written ("" none)
+	saidAt       time.Time // and when
+}
+
+// plainEvery is how often plain output repeats a wait that goes on.
+const plainEvery = 5 * time.Second
 
 // New returns a display writing to w; live redraw only when w is a terminal
 // and CI is not set.
@@ -42,8 +60,61 @@ func New(w io.Writer, agents []string, totalSteps int) *Display {
 		live = true
 	}
 	return &Display{w: w, live: live, start: time.Now(), total: totalSteps, agents: agents,
-		phase: map[string]string{}, since: map[string]time.Time{}, last: map[string]map[string]time.Duration{}}
+		phase: map[string]string{}, since: map[string]time.Time{}, last: map[string]map[string]time.Duration{},
+		waits: map[string]*wait{}, now: time.Now}
 }
+
+// Wait shows that agent waits for what ("the rollouts of b, c at step 3",
+// "the bus (nats://host:4222)"), doing detail ("publish step 3"; may be
+// empty), since the first call of this wait. Call it again while the wait
+// lasts, to change what or detail and refresh the time; Waited ends it.
+func (d *Display) Wait(agent, what, detail string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.now()
+	w := d.waits[agent]
+	if w == nil {
+		w = &wait{since: now}
+		d.waits[agent] = w
+	}
+	w.what, w.detail = what, detail
+	if d.live {
+		d.redraw()
+		return
+	}
+	line := fmt.Sprintf("step %d/%d %s: %s", d.step, d.total, agent, w.text(now))
+	if w.said == "" || w.what != w.said || now.Sub(w.saidAt) >= plainEvery {
+		fmt.Fprintf(d.w, "%s %s\n", now.Format("15:04:05"), line)
+		w.said, w.saidAt = w.what, now
+	}
+}
+
+// Waited ends agent's wait (nothing when it waits for nothing).
+func (d *Display) Waited(agent string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w := d.waits[agent]
+	if w == nil {
+		return
+	}
+	delete(d.waits, agent)
+	if d.live {
+		d.redraw()
+	} else if w.said != "" {
+		now := d.now()
+		fmt.Fprintf(d.w, "%s step %d/%d %s: waited %s for %s\n", now.Format("15:04:05"), d.step, d.total, agent, seconds(now.Sub(w.since)), w.what)
+	}
+}
+
+func (w *wait) text(now time.Time) string {
+	s := fmt.Sprintf("waiting for %s since %s", w.what, seconds(now.Sub(w.since)))
+	if w.detail != "" {
+		s += ": " + w.detail
+	}
+	return s
+}
+
+func seconds(d time.Duration) string { return fmt.Sprintf("%d s", int(d.Seconds())) }
 
 // Phase records that agent started phase at step.
 func (d *Display) Phase(step int, agent, phase string) {
@@ -131,6 +202,9 @@ func (d *Display) redraw() {
 			ph = fmt.Sprintf("%s %.1fs", ph, time.Since(d.since[a]).Seconds())
 		}
 		fmt.Fprintf(&b, "  %-14s %-18s %s\n", a, ph, phaseTimes(d.last[a]))
+		if w := d.waits[a]; w != nil {
+			fmt.Fprintf(&b, "    %s\n", w.text(d.now()))
+		}
 	}
 	head := d.msg
 	if head == "" {

@@ -33,3 +33,83 @@ func TestPlainLines(t *testing.T) {
 		t.Errorf("plain output holds terminal escapes:\n%q", out)
 	}
 }
+
+// TestWaitLines: a wait shows as a plain line when it starts, when what it
+// waits for changes and every plainEvery while it lasts, and its end says
+// how long it took; on a terminal it is a line under the agent's, gone
+// when the wait ends.
+func TestWaitLines(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)
+	type call struct {
+		at           time.Duration // since t0
+		what, detail string        // Wait; "" for Waited
+	}
+	tests := []struct {
+		name  string
+		live  bool
+		calls []call
+		want  []string // lines written, in order (without the time)
+	}{
+		{"plain: start, repeat, change, end", false, []call{
+			{0, "the rollouts of b, c at step 3", ""},
+			{time.Second, "the rollouts of b, c at step 3", ""}, // nothing new to say
+			{6 * time.Second, "the rollouts of b, c at step 3", ""},
+			{7 * time.Second, "the rollouts of c at step 3", ""},
+			{8 * time.Second, "the bus (nats://10.1.1.1:4222)", "collect step 3"},
+			{12 * time.Second, "", ""},
+		}, []string{
+			"step 3/10 a: waiting for the rollouts of b, c at step 3 since 0 s",
+			"step 3/10 a: waiting for the rollouts of b, c at step 3 since 6 s",
+			"step 3/10 a: waiting for the rollouts of c at step 3 since 7 s",
+			"step 3/10 a: waiting for the bus (nats://10.1.1.1:4222) since 8 s: collect step 3",
+			"step 3/10 a: waited 12 s for the bus (nats://10.1.1.1:4222)",
+		}},
+		{"plain: an end without a wait says nothing", false, []call{{0, "", ""}}, nil},
+		{"live: a line under the agent's, until the wait ends", true, []call{
+			{0, "the bus (nats://h:4222)", "publish step 3"},
+			{8 * time.Second, "the bus (nats://h:4222)", "publish step 3"},
+			{9 * time.Second, "", ""},
+		}, []string{
+			"    waiting for the bus (nats://h:4222) since 0 s: publish step 3",
+			"    waiting for the bus (nats://h:4222) since 8 s: publish step 3",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			d := New(&buf, []string{"a", "b"}, 10)
+			d.live = tt.live
+			d.step = 3
+			now := t0
+			d.now = func() time.Time { return now }
+			for _, c := range tt.calls {
+				now = t0.Add(c.at)
+				if c.what == "" {
+					d.Waited("a")
+				} else {
+					d.Wait("a", c.what, c.detail)
+				}
+			}
+			var got []string
+			for _, l := range strings.Split(buf.String(), "\n") {
+				if tt.live {
+					if strings.Contains(l, "waiting for") {
+						got = append(got, l[strings.Index(l, "    waiting"):])
+					}
+				} else if l != "" {
+					got = append(got, strings.TrimPrefix(l, l[:len("03:00:00 ")]))
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+			if tt.live {
+				// The last redraw, after the wait ended: the agent's line alone.
+				last := buf.String()[strings.LastIndex(buf.String(), "step 3/10"):]
+				if strings.Contains(last, "waiting for") {
+					t.Errorf("the block after the wait still shows it:\n%q", last)
+				}
+			}
+		})
+	}
+}

@@ -44,14 +44,15 @@ func (b *busFlags) register(f *pflag.FlagSet) {
 	f.StringVar(&b.caFile, "bus-ca", "", "CA certificates (PEM) to verify the server's TLS certificate with")
 	f.StringVar(&b.certFile, "bus-cert", "", "client certificate (PEM), for a server that verifies clients")
 	f.StringVar(&b.keyFile, "bus-key", "", "client key (PEM), with --bus-cert")
-	f.DurationVar(&b.wait, "wait", time.Hour, "how long to wait at a step for the other agents' rollouts before giving up")
+	f.DurationVar(&b.wait, "wait", time.Hour, "how long any wait on the bus may last before the agent gives up: for the other agents' rollouts at a step, or for the bus itself (connecting, publishing, recording)")
 	f.IntVar(&b.replicas, "replicas", 1, "servers that keep the run's stream: 1, or 3 on a three-node cluster")
 }
 
 func (b *busFlags) clientOptions(agent string) bus.ClientOptions {
 	return bus.ClientOptions{
 		Name: "hacrl agent " + agent, Token: os.Getenv(busTokenEnv), NKeySeedFile: b.nkeyFile, CredsFile: b.credsFile,
-		TLS: bus.TLSFiles{CAFile: b.caFile, CertFile: b.certFile, KeyFile: b.keyFile},
+		TLS:  bus.TLSFiles{CAFile: b.caFile, CertFile: b.certFile, KeyFile: b.keyFile},
+		Wait: b.wait,
 	}
 }
 
@@ -122,24 +123,36 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 	for _, a := range cfg.Agents {
 		names = append(names, a.Name)
 	}
-	conn, err := bus.Connect(ctx, b.url, b.clientOptions(name))
-	if err != nil {
+	if b.wait <= 0 {
+		return usage("--wait must be positive, got %v", b.wait)
+	}
+	disp := progress.New(stderr, []string{name}, cfg.Steps)
+	defer disp.Close()
+	st := &busStatus{disp: disp, agent: name, url: b.url, wait: b.wait}
+	var conn *bus.Conn
+	err := st.during(st.onBus("connect"), func() (err error) {
+		conn, err = bus.Connect(ctx, b.url, b.clientOptions(name))
 		return err
+	})
+	if err != nil {
+		return st.advise(err)
 	}
 	defer conn.Close()
-	run, err := openRun(ctx, conn, cfg, b.run, b.replicas)
-	if err != nil {
+	var run *bus.Run
+	err = st.during(st.onBus("open the run"), func() (err error) {
+		run, err = openRun(ctx, conn, cfg, b.run, b.replicas)
 		return err
+	})
+	if err != nil {
+		return st.advise(err)
 	}
 	id := run.ID()
 	beat, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
-	go run.KeepAlive(beat, name, heartbeatEvery)
+	go keepAlive(beat, run, name, disp)
 
-	disp := progress.New(stderr, []string{name}, cfg.Steps)
-	defer disp.Close()
 	opts.Observer = disp
-	opts.Member = &train.Member{Agent: name, Exchange: &busExchange{run: run, agents: names, wait: b.wait}}
+	opts.Member = &train.Member{Agent: name, Exchange: &busExchange{run: run, agents: names, wait: b.wait, status: st}}
 	tr, err := train.New(ctx, cfg, opts)
 	if err != nil {
 		return err
@@ -156,10 +169,10 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 		return exitCode(130)
 	}
 	if err != nil {
-		return err
+		return st.advise(err)
 	}
 	// For hacrl train --processes, which merges the metrics once every agent is done.
-	return run.Finish(ctx, name, sum.Steps)
+	return st.advise(st.during(st.onBus("record that it finished"), func() error { return run.Finish(ctx, name, sum.Steps) }))
 }
 
 // openRun opens cfg's run on the bus (id "" for the default): its identity
@@ -187,8 +200,9 @@ func openRun(ctx context.Context, conn *bus.Conn, cfg *config.Config, id string,
 	return run, err
 }
 
-// heartbeatEvery is how often an agent process says it is alive.
-const heartbeatEvery = 5 * time.Second
+// heartbeatEvery is how often an agent process says it is alive: often
+// enough that an agent cut off for a short --wait is told from a slow one.
+const heartbeatEvery = time.Second
 
 // busExchange is train.Exchange over a run on the bus. The bus counts steps
 // from 0 with the setup exchange first, so train's step s is the bus's s+1.
@@ -196,15 +210,27 @@ type busExchange struct {
 	run    *bus.Run
 	agents []string
 	wait   time.Duration
+	status *busStatus
 }
 
 func (e *busExchange) Share(ctx context.Context, step int, agent string, payload []byte) (map[string][]byte, error) {
 	s := step - train.SetupStep
-	if err := e.run.Publish(ctx, s, agent, payload); err != nil {
+	at := fmt.Sprintf("step %d", s)
+	if step == train.SetupStep {
+		at = "the setup exchange"
+	}
+	err := e.status.during(e.status.onBus("publish "+at), func() error { return e.run.Publish(ctx, s, agent, payload) })
+	if err != nil {
 		return nil, err
 	}
 	others := slices.DeleteFunc(slices.Clone(e.agents), func(a string) bool { return a == agent })
-	got, err := e.run.Collect(ctx, s, others, e.wait)
+	var cw collectWait
+	cw.set(bus.Waiting{Missing: others})
+	var got map[string][]byte
+	err = e.status.during(cw.what(e.status, at), func() (err error) {
+		got, err = e.run.CollectWatching(ctx, s, others, e.wait, cw.set)
+		return err
+	})
 	var miss *bus.MissingError
 	if errors.As(err, &miss) {
 		return nil, e.explain(ctx, step, miss)
@@ -219,15 +245,28 @@ func (e *busExchange) Share(ctx context.Context, step int, agent string, payload
 // explain says which agents a step waited for in vain, and when each was
 // last heard of.
 func (e *busExchange) explain(ctx context.Context, step int, miss *bus.MissingError) error {
+	what := fmt.Sprintf("step %d", step+1)
+	if step == train.SetupStep {
+		what = "the setup exchange"
+	}
+	if miss.Last != nil {
+		// Reading failed (the bus cut off from here): asking it who is
+		// alive would wait as long again.
+		return fmt.Errorf("waited %v (--wait) for the rollouts of %s at %s: this agent could not read from the bus (%s): check that %s is up and reachable from this machine, then start this agent again with --resume: %w",
+			miss.Waited.Round(time.Second), strings.Join(miss.Missing, ", "), what, noAnswer(miss.Last), e.status.url, miss)
+	}
 	seen := map[string]time.Time{}
-	if alive, err := e.run.Agents(ctx); err == nil {
-		for _, a := range alive {
-			seen[a.Name] = a.LastSeen
-		}
+	actx, cancel := context.WithTimeout(ctx, askAliveFor)
+	defer cancel()
+	alive, aerr := e.run.Agents(actx)
+	for _, a := range alive {
+		seen[a.Name] = a.LastSeen
 	}
 	var parts []string
 	for _, a := range miss.Missing {
 		switch t, ok := seen[a]; {
+		case aerr != nil:
+			parts = append(parts, fmt.Sprintf("%s (the bus did not say when it was last heard of)", a))
 		case !ok:
 			parts = append(parts, fmt.Sprintf("%s (never joined the run)", a))
 		case time.Since(t) > 3*heartbeatEvery:
@@ -236,15 +275,19 @@ func (e *busExchange) explain(ctx context.Context, step int, miss *bus.MissingEr
 			parts = append(parts, fmt.Sprintf("%s (alive, still working on it)", a))
 		}
 	}
-	what := fmt.Sprintf("step %d", step+1)
-	if step == train.SetupStep {
-		what = "the setup exchange"
-	}
 	return fmt.Errorf("waited %v (--wait) for the rollouts of %s at %s: %s; start a missing agent again with --resume, or give slower agents a longer --wait: %w",
 		miss.Waited.Round(time.Second), strings.Join(miss.Missing, ", "), what, strings.Join(parts, "; "), miss)
 }
 
+// askAliveFor bounds asking the bus, after a wait ran out, when each
+// missing agent was last heard of.
+const askAliveFor = 5 * time.Second
+
 func (e *busExchange) Keep(ctx context.Context, agent string, from int) error {
+	return e.status.during(e.status.onBus("record the steps it still needs"), func() error { return e.keep(ctx, agent, from) })
+}
+
+func (e *busExchange) keep(ctx context.Context, agent string, from int) error {
 	if err := e.run.Need(ctx, agent, from-train.SetupStep); err != nil {
 		return err
 	}

@@ -151,7 +151,9 @@ type MissingError struct {
 	Partial map[string]int // of those, chunks received from agents that sent some
 	Chunks  map[string]int // and how many chunks those agents' payloads have
 	Waited  time.Duration
-	Last    error // the last error reading met on the way (a server unreachable), if any
+	// Last is the error the last read met (a server unreachable); nil when
+	// reading went well, with nothing to read.
+	Last error
 }
 
 func (e *MissingError) Error() string {
@@ -164,7 +166,7 @@ func (e *MissingError) Error() string {
 	}
 	msg := fmt.Sprintf("bus: run %s step %d: waited %v, still missing the payload of %s",
 		e.Run, e.Step, e.Waited.Round(time.Millisecond), strings.Join(parts, ", "))
-	if e.Last != nil && !errors.Is(e.Last, errStalled) {
+	if e.Last != nil {
 		msg += " (last error: " + e.Last.Error() + ")"
 	}
 	return msg
@@ -211,14 +213,16 @@ func (r *Run) CollectWatching(ctx context.Context, step int, agents []string, ti
 	defer cancel()
 	c := collector{r: r, step: step, agents: agents, subjects: subjects, asm: asm, left: len(agents), watch: watch}
 	c.notify(nil)
-	var last error // the last transient error, for the timeout's message
+	var last error // the error the last round met (nil: it read, or had nothing to read)
 	for c.left > 0 {
 		if err := c.round(wctx); err != nil {
-			if errors.Is(err, errStalled) || (wctx.Err() == nil && !errors.Is(err, errBadPayload)) {
+			if errors.Is(err, errStalled) {
+				last = nil
+				continue
+			}
+			if wctx.Err() == nil && !errors.Is(err, errBadPayload) {
 				last = err
-				if !errors.Is(err, errStalled) {
-					c.notify(err)
-				}
+				c.notify(err)
 				continue
 			}
 			if errors.Is(err, errBadPayload) {

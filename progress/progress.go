@@ -66,15 +66,16 @@ func New(w io.Writer, agents []string, totalSteps int) *Display {
 
 // Wait shows that agent waits for what ("the rollouts of b, c at step 3",
 // "the bus (nats://host:4222)"), doing detail ("publish step 3"; may be
-// empty), since the first call of this wait. Call it again while the wait
-// lasts, to change what or detail and refresh the time; Waited ends it.
-func (d *Display) Wait(agent, what, detail string) {
+// empty), since the time given (the first call's counts until Waited).
+// Call it again while the wait lasts, to change what or detail and refresh
+// the time; Waited ends it.
+func (d *Display) Wait(agent, what, detail string, since time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
 	w := d.waits[agent]
 	if w == nil {
-		w = &wait{since: now}
+		w = &wait{since: since}
 		d.waits[agent] = w
 	}
 	w.what, w.detail = what, detail

@@ -51,14 +51,14 @@ func TestWaitLines(t *testing.T) {
 		want  []string // lines written, in order (without the time)
 	}{
 		{"plain: start, repeat, change, end", false, []call{
-			{0, "the rollouts of b, c at step 3", ""},
-			{time.Second, "the rollouts of b, c at step 3", ""}, // nothing new to say
+			{time.Second, "the rollouts of b, c at step 3", ""},
+			{2 * time.Second, "the rollouts of b, c at step 3", ""}, // nothing new to say
 			{6 * time.Second, "the rollouts of b, c at step 3", ""},
 			{7 * time.Second, "the rollouts of c at step 3", ""},
 			{8 * time.Second, "the bus (nats://10.1.1.1:4222)", "collect step 3"},
 			{12 * time.Second, "", ""},
 		}, []string{
-			"step 3/10 a: waiting for the rollouts of b, c at step 3 since 0 s",
+			"step 3/10 a: waiting for the rollouts of b, c at step 3 since 1 s",
 			"step 3/10 a: waiting for the rollouts of b, c at step 3 since 6 s",
 			"step 3/10 a: waiting for the rollouts of c at step 3 since 7 s",
 			"step 3/10 a: waiting for the bus (nats://10.1.1.1:4222) since 8 s: collect step 3",
@@ -66,11 +66,11 @@ func TestWaitLines(t *testing.T) {
 		}},
 		{"plain: an end without a wait says nothing", false, []call{{0, "", ""}}, nil},
 		{"live: a line under the agent's, until the wait ends", true, []call{
-			{0, "the bus (nats://h:4222)", "publish step 3"},
+			{time.Second, "the bus (nats://h:4222)", "publish step 3"},
 			{8 * time.Second, "the bus (nats://h:4222)", "publish step 3"},
 			{9 * time.Second, "", ""},
 		}, []string{
-			"    waiting for the bus (nats://h:4222) since 0 s: publish step 3",
+			"    waiting for the bus (nats://h:4222) since 1 s: publish step 3",
 			"    waiting for the bus (nats://h:4222) since 8 s: publish step 3",
 		}},
 	}
@@ -87,7 +87,7 @@ func TestWaitLines(t *testing.T) {
 				if c.what == "" {
 					d.Waited("a")
 				} else {
-					d.Wait("a", c.what, c.detail)
+					d.Wait("a", c.what, c.detail, t0) // the wait began at t0
 				}
 			}
 			var got []string

@@ -211,9 +211,16 @@ type busExchange struct {
 	agents []string
 	wait   time.Duration
 	status *busStatus
+	// lost is a wait on the bus that ran out in Keep, which the trainer
+	// only logs: the next exchange fails with it at once, rather than wait
+	// as long again.
+	lost error
 }
 
 func (e *busExchange) Share(ctx context.Context, step int, agent string, payload []byte) (map[string][]byte, error) {
+	if e.lost != nil {
+		return nil, fmt.Errorf("the bus did not answer after the last checkpoint: %w", e.lost)
+	}
 	s := step - train.SetupStep
 	at := fmt.Sprintf("step %d", s)
 	if step == train.SetupStep {
@@ -284,7 +291,12 @@ func (e *busExchange) explain(ctx context.Context, step int, miss *bus.MissingEr
 const askAliveFor = 5 * time.Second
 
 func (e *busExchange) Keep(ctx context.Context, agent string, from int) error {
-	return e.status.during(e.status.onBus("record the steps it still needs"), func() error { return e.keep(ctx, agent, from) })
+	err := e.status.during(e.status.onBus("record the steps it still needs"), func() error { return e.keep(ctx, agent, from) })
+	var we *bus.WaitError
+	if errors.As(err, &we) {
+		e.lost = err
+	}
+	return err
 }
 
 func (e *busExchange) keep(ctx context.Context, agent string, from int) error {

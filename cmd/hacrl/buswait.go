@@ -30,6 +30,7 @@ const showWaitAfter = time.Second
 // what it waits for (what is asked again every second), until fn returns.
 func (s *busStatus) during(what func() (forWhat, detail string), fn func() error) error {
 	done := make(chan struct{})
+	start := time.Now()
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTimer(showWaitAfter)
@@ -44,7 +45,7 @@ func (s *busStatus) during(what func() (forWhat, detail string), fn func() error
 				return
 			case <-t.C:
 				forWhat, detail := what()
-				s.disp.Wait(s.agent, forWhat, detail)
+				s.disp.Wait(s.agent, forWhat, detail, start)
 				shown = true
 				t.Reset(time.Second)
 			}

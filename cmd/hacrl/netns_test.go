@@ -108,27 +108,58 @@ func TestHostsRideOutShortCut(t *testing.T) {
 }
 
 // TestHostsStopOnLongCut: the link of one agent's host is cut for longer
-// than --wait. Both agents stop within --wait (and the step they were
-// computing) of the cut: the cut-off one naming the bus it could not reach,
-// the other naming the agent it waited for; while they wait, their status
-// says so. With the link back, --resume finishes the run with the
-// single-process run's metrics.
+// than --wait, while it samples (its next wait: publishing its rollouts)
+// and while it evaluates (its next wait: recording, after its checkpoint,
+// the steps it still needs). Both agents stop within --wait (and the step
+// they were computing) of the cut: the cut-off one naming the bus it could
+// not reach, the other naming the agent it waited for; while they wait,
+// their status says so. With the link back, --resume finishes the run with
+// the single-process run's metrics.
 func TestHostsStopOnLongCut(t *testing.T) {
 	netnstest.Require(t)
 	want := reference(t)
+	for _, at := range []string{"sample", "eval"} {
+		t.Run("while gpt-char is at "+at, func(t *testing.T) {
+			longCut(t, want, "step 2/4 gpt-char: "+at)
+		})
+	}
+}
+
+// longCut cuts gpt-char's link once its output says when, for longer
+// than --wait, and resumes the run once both agents stopped.
+func longCut(t *testing.T, want []metrics.Record, when string) {
 	h := newHostRun(t)
 	agents := []*liveRun{h.agent(t, "gpt-char"), h.agent(t, "llama-bpe")}
-	agents[0].waitFor(t, 2*time.Minute, "step 2", func(out string) bool { return strings.Contains(out, "step 2/4") })
+	agents[0].waitFor(t, 2*time.Minute, when, func(out string) bool { return strings.Contains(out, when) })
 	leaf := h.star.Leaves["gpt-char"]
 	leaf.Cut(t)
 	cut := time.Now()
 	// The waits begin once the step in progress is computed: a step of this
 	// run takes about a second; a loaded machine may take a few.
 	const margin = 5 * time.Second
+	type stop struct {
+		err error
+		at  time.Time
+	}
+	stops := make([]chan stop, len(agents))
 	for i, l := range agents {
-		err := l.wait(t, hostWait+margin+time.Minute)
-		took := time.Since(cut)
-		if err == nil {
+		stops[i] = make(chan stop, 1)
+		go func() {
+			err := <-l.done
+			at := time.Now()
+			l.done <- err
+			stops[i] <- stop{err, at}
+		}()
+	}
+	for i, l := range agents {
+		var st stop
+		select {
+		case st = <-stops[i]:
+		case <-time.After(hostWait + margin + time.Minute):
+			t.Fatalf("%s still runs %v after the cut (--wait %v)\n%s", hostAgents[i], time.Since(cut).Round(time.Second), hostWait, l.String())
+		}
+		took := st.at.Sub(cut)
+		if st.err == nil {
 			t.Fatalf("%s finished the run with its host cut off:\n%s", hostAgents[i], l.String())
 		}
 		if took > hostWait+margin {

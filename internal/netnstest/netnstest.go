@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Require skips t unless it runs as root with ip(8) able to add a network
@@ -69,6 +70,9 @@ type Star struct {
 
 var seq atomic.Int64
 
+// leafDev is a leaf's end of its link.
+const leafDev = "up0"
+
 // NewStar creates a hub and one leaf per name, linked as the package
 // comment says; t.Cleanup removes them.
 func NewStar(t testing.TB, hub string, leaves ...string) *Star {
@@ -86,11 +90,12 @@ func NewStar(t testing.TB, hub string, leaves ...string) *Star {
 		}
 		l := &Leaf{Host: *addHost(t, prefix+name), hub: s.Hub, dev: "v" + strconv.Itoa(i+1),
 			HubAddr: fmt.Sprintf("10.77.%d.1", i+1), Addr: fmt.Sprintf("10.77.%d.2", i+1)}
-		ip(t, "-n", s.Hub.NS, "link", "add", l.dev, "type", "veth", "peer", "name", "up0", "netns", l.NS)
+		ip(t, "-n", s.Hub.NS, "link", "add", l.dev, "type", "veth", "peer", "name", leafDev, "netns", l.NS)
 		ip(t, "-n", s.Hub.NS, "addr", "add", l.HubAddr+"/24", "dev", l.dev)
-		ip(t, "-n", l.NS, "addr", "add", l.Addr+"/24", "dev", "up0")
-		ip(t, "-n", l.NS, "link", "set", "up0", "up")
+		ip(t, "-n", l.NS, "addr", "add", l.Addr+"/24", "dev", leafDev)
+		ip(t, "-n", l.NS, "link", "set", leafDev, "up")
 		ip(t, "-n", s.Hub.NS, "link", "set", l.dev, "up")
+		l.waitUp(t)
 		s.Leaves[name] = l
 	}
 	return s
@@ -102,10 +107,30 @@ func (l *Leaf) Cut(t testing.TB) {
 	ip(t, "-n", l.hub.NS, "link", "set", l.dev, "down")
 }
 
-// Mend brings the leaf's link up again.
+// Mend brings the leaf's link up again, and returns once both ends say
+// it is up.
 func (l *Leaf) Mend(t testing.TB) {
 	t.Helper()
 	ip(t, "-n", l.hub.NS, "link", "set", l.dev, "up")
+	l.waitUp(t)
+}
+
+// waitUp returns once both ends of the leaf's link say it is up.
+func (l *Leaf) waitUp(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !isUp(l.hub.NS, l.dev) || !isUp(l.NS, leafDev) {
+		if time.Now().After(deadline) {
+			t.Fatalf("netnstest: the link of %s is not up after 10 s", l.NS)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// isUp says whether dev in namespace ns is up with a carrier.
+func isUp(ns, dev string) bool {
+	out, err := exec.Command("ip", "-n", ns, "-o", "link", "show", "dev", dev).Output()
+	return err == nil && strings.Contains(string(out), "state UP")
 }
 
 // addHost adds namespace ns with its loopback up, removed in t.Cleanup.

@@ -219,16 +219,18 @@ type ChatTemplate struct {
 var errRaised = errors.New("raise_exception")
 
 // chatEnvironment is gonja's default environment plus raise_exception, with
-// transformers' tojson (filterToJSON) in place of gonja's and lstrip/rstrip
-// that work without an argument (chatMethods).
+// transformers' tojson (filterToJSON) in place of gonja's, and trim, strip,
+// lstrip and rstrip that strip what Python does (filterTrim, chatMethods).
 var chatEnvironment = func() *exec.Environment {
 	ctx := exec.EmptyContext().Update(builtins.GlobalFunctions).Update(builtins.GlobalVariables)
 	ctx.Set("raise_exception", func(msg string) (string, error) {
 		return "", fmt.Errorf("%w: %s", errRaised, msg)
 	})
 	filters := exec.NewFilterSet(map[string]exec.FilterFunction{}).Update(builtins.Filters)
-	if err := filters.Replace("tojson", filterToJSON); err != nil {
-		panic(err)
+	for name, filter := range map[string]exec.FilterFunction{"tojson": filterToJSON, "trim": filterTrim} {
+		if err := filters.Replace(name, filter); err != nil {
+			panic(err)
+		}
 	}
 	return &exec.Environment{
 		Context:           ctx,

@@ -10,7 +10,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/nikolalohinski/gonja/v2/builtins"
-	"github.com/nikolalohinski/gonja/v2/builtins/methods/pystring"
 	"github.com/nikolalohinski/gonja/v2/exec"
 )
 
@@ -22,9 +21,10 @@ var pyStrMethods = []string{"capitalize", "casefold", "center", "count", "encode
 	"rpartition", "rsplit", "rstrip", "split", "splitlines", "startswith", "strip", "swapcase", "title",
 	"translate", "upper", "zfill"}
 
-// chatMethods are gonja's methods with lstrip and rstrip fixed: gonja
-// 2.9.1's fail when called without an argument, where Python strips
-// whitespace ("x ".rstrip()).
+// chatMethods are gonja's methods with strip, lstrip and rstrip as Python
+// has them: gonja 2.9.1's fail when called without an argument, where
+// Python strips whitespace ("x ".rstrip()), and strip only ASCII
+// whitespace, where Python strips all that str.isspace accepts.
 func chatMethods() exec.Methods {
 	m := builtins.Methods
 	str := map[string]exec.Method[string]{}
@@ -33,21 +33,74 @@ func chatMethods() exec.Methods {
 			str[name] = f
 		}
 	}
-	strip := func(f func(s, cutset string) string) exec.Method[string] {
+	strip := func(name string, left, right bool) exec.Method[string] {
 		return func(self string, _ *exec.Value, arguments *exec.VarArgs) (any, error) {
-			var cutset string
+			var chars any
 			if err := arguments.Take(
-				exec.PositionalArgument("chars", exec.AsValue(""), exec.StringArgument(&cutset)),
+				exec.PositionalArgument("chars", exec.AsValue(nil), exec.AnyArgument(&chars)),
 			); err != nil {
 				return nil, exec.ErrInvalidCall(err)
 			}
-			return f(self, cutset), nil
+			return pyStrip(name, self, chars, left, right)
 		}
 	}
-	str["lstrip"] = strip(pystring.LStrip)
-	str["rstrip"] = strip(pystring.RStrip)
+	str["strip"] = strip("strip", true, true)
+	str["lstrip"] = strip("lstrip", true, false)
+	str["rstrip"] = strip("rstrip", false, true)
 	m.Str = exec.NewMethodSet(str)
 	return m
+}
+
+// filterTrim is Jinja's trim: Python's str.strip (gonja's strips what Go's
+// unicode.IsSpace accepts, which differs from Python's str.isspace).
+func filterTrim(_ *exec.Evaluator, in *exec.Value, params *exec.VarArgs) *exec.Value {
+	if in.IsError() {
+		return in
+	}
+	var chars any
+	if err := params.Take(exec.KeywordArgument("chars", exec.AsValue(nil), exec.AnyArgument(&chars))); err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	if !in.IsString() {
+		return exec.AsValue(exec.ErrInvalidCall(fmt.Errorf("trim: %s is not a string", in.String())))
+	}
+	s, err := pyStrip("trim", in.String(), chars, true, true)
+	if err != nil {
+		return exec.AsValue(exec.ErrInvalidCall(err))
+	}
+	return exec.AsValue(s)
+}
+
+// pyStrip is Python's str.strip (left and right), lstrip or rstrip of s:
+// chars nil strips whitespace, a string strips the characters it holds.
+func pyStrip(name, s string, chars any, left, right bool) (string, error) {
+	var cut func(rune) bool
+	switch c := chars.(type) {
+	case nil:
+		cut = pyIsSpace
+	case string:
+		cut = func(r rune) bool { return strings.ContainsRune(c, r) }
+	default:
+		return "", fmt.Errorf("%s: arg must be None or str, got %v", name, chars)
+	}
+	if left {
+		s = strings.TrimLeftFunc(s, cut)
+	}
+	if right {
+		s = strings.TrimRightFunc(s, cut)
+	}
+	return s, nil
+}
+
+// pyIsSpace is Python 3's str.isspace for one character: the ASCII
+// whitespace with \x1c–\x1f, and the Unicode White_Space characters.
+func pyIsSpace(r rune) bool {
+	switch r {
+	case '\t', '\n', '\v', '\f', '\r', 0x1c, 0x1d, 0x1e, 0x1f, ' ', 0x85, 0xa0, 0x1680,
+		0x2028, 0x2029, 0x202f, 0x205f, 0x3000:
+		return true
+	}
+	return 0x2000 <= r && r <= 0x200a
 }
 
 // filterToJSON is transformers' tojson for chat templates: Python's

@@ -160,6 +160,16 @@ func chatCases(nconv int) []templateCase {
 	return cases
 }
 
+// spaceConversations have Unicode whitespace at the edges of their
+// messages, which the real templates strip (Qwen3's content.strip() and
+// .lstrip('\n') of reasoning, Llama 3's | trim): Python strips all that
+// str.isspace accepts (\x1c–\x1f, U+0085, U+00A0, U+3000, …), which gonja's
+// own strip and trim do not.
+var spaceConversations = [][]Message{
+	{{"system", "\u3000Solve.\u00a0"}, {"user", "\x1c 2+3? \u2003"}},
+	{{"user", "\u00a0\u00a0x"}, {"assistant", "\u3000<think>\n\u2009why\n</think>\n\u00a05\x1f"}, {"user", "\u0085y\u205f"}},
+}
+
 // apply_chat_template renders every multi-turn conversation, as text and as
 // ids, exactly as hacrl's hf template does, for the real Qwen3 template
 // (enable_thinking unset, true, false), Llama 3's, and a dated Llama 3.2
@@ -172,7 +182,7 @@ func chatCases(nconv int) []templateCase {
 func TestRealChatTemplatesAgreeWithPython(t *testing.T) {
 	dir := npmtest.Dir(t)
 	dirs := npmtest.TemplateDirs(t, dir)
-	convs := conversations(benchmarkQuestions(t))
+	convs := append(conversations(benchmarkQuestions(t)), spaceConversations...)
 	cases := chatCases(len(convs))
 	layouts := slices.Sorted(maps.Keys(dirs))
 	var reqs []pyApply

@@ -1,6 +1,7 @@
 package bus
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -370,13 +371,23 @@ func (r *Run) collectErr(ctx context.Context, step int, agents []string, asm map
 }
 
 // assembly puts one agent's chunks back together. The first copy of a chunk
-// wins: a re-publish beyond the server's dedupe window adds nothing.
+// wins: a re-publish beyond the server's dedupe window adds nothing. It
+// holds only the bytes that arrived, never what the headers claim: a
+// damaged header (a size of 2^62, a chunk count of 10^12) is refused or
+// leaves the payload incomplete, and cannot make it allocate or panic.
 type assembly struct {
 	n, got int
 	size   int
 	sum    string
-	have   []bool
-	buf    []byte
+	chunks map[int]piece // by chunk index
+	held   int           // bytes in chunks
+	buf    []byte        // the payload, once verify has put it together
+}
+
+// piece is one chunk's bytes and where they start in the payload.
+type piece struct {
+	off  int
+	data []byte
 }
 
 func (as *assembly) done() bool { return as.n > 0 && as.got == as.n }
@@ -393,35 +404,52 @@ func (as *assembly) add(h nats.Header, data []byte) error {
 	if err != nil || size < 0 {
 		return fmt.Errorf("bad %s header %q", hdrSize, h.Get(hdrSize))
 	}
+	if n > max(size, 1) { // every chunk but the one of an empty payload holds a byte
+		return fmt.Errorf("bad %s header %q for a payload of %d bytes", hdrChunk, h.Get(hdrChunk), size)
+	}
 	sum := h.Get(hdrSum)
 	if as.n == 0 {
 		as.n, as.size, as.sum = n, size, sum
-		as.have = make([]bool, n)
-		as.buf = make([]byte, size)
+		as.chunks = map[int]piece{}
 	} else if n != as.n || size != as.size || sum != as.sum {
 		// A payload published again with other contents (a non-deterministic
 		// restart): the first one stands, the other is refused loudly.
 		return fmt.Errorf("chunk %d/%d of a payload of %d bytes (sha256 %.12s…) mixes with one of %d chunks, %d bytes (sha256 %.12s…)",
 			i, n, size, sum, as.n, as.size, as.sum)
 	}
-	if as.have[i] {
+	if _, ok := as.chunks[i]; ok {
 		return nil
 	}
 	lo, err := strconv.Atoi(h.Get(hdrOffset))
-	if err != nil || lo < 0 || lo+len(data) > size {
+	if err != nil || lo < 0 || lo > size || len(data) > size-lo {
 		return fmt.Errorf("chunk %d/%d of %d bytes at offset %q does not fit a payload of %d bytes", i, n, len(data), h.Get(hdrOffset), size)
 	}
-	copy(as.buf[lo:], data)
-	as.have[i] = true
+	as.chunks[i] = piece{off: lo, data: bytes.Clone(data)}
+	as.held += len(data)
 	as.got++
 	return nil
 }
 
+// verify puts the chunks of a done assembly together, in order, each
+// starting where the one before ended, and checks the payload's size and
+// checksum.
 func (as *assembly) verify() error {
-	got := sha256.Sum256(as.buf)
+	if as.held != as.size {
+		return fmt.Errorf("payload of %d bytes arrived as %d chunks of %d bytes in all", as.size, as.n, as.held)
+	}
+	buf := make([]byte, 0, as.size)
+	for i := range as.n {
+		p := as.chunks[i]
+		if p.off != len(buf) {
+			return fmt.Errorf("payload of %d bytes: chunk %d/%d starts at byte %d, chunk %d ended at byte %d", as.size, i, as.n, p.off, i-1, len(buf))
+		}
+		buf = append(buf, p.data...)
+	}
+	got := sha256.Sum256(buf)
 	if hex.EncodeToString(got[:]) != as.sum {
 		return fmt.Errorf("payload of %d bytes fails its checksum (sha256 %s, publisher recorded %s)", as.size, hex.EncodeToString(got[:]), as.sum)
 	}
+	as.buf, as.chunks = buf, nil
 	return nil
 }
 

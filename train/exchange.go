@@ -133,8 +133,8 @@ func (r *Run) share(ctx context.Context, step int, pool *rollout.Pool, src *sour
 
 // checkPayload checks another agent's part of a step against what this
 // process expects of it: the step and agent, prompts × G rollouts of that
-// source in prompt order, each with a log-prob per token and a finite
-// reward.
+// source in prompt order, each with a finite log-prob ≤ 0 per token and a
+// finite reward.
 func checkPayload(p *stepPayload, step int, name string, source, prompts, G int, logged bool) error {
 	switch {
 	case p.Version != payloadVersion:
@@ -159,6 +159,13 @@ func checkPayload(p *stepPayload, step int, name string, source, prompts, G int,
 			return fmt.Errorf("rollout %d: %d tokens with %d old log-probs", n, len(ro.Tokens), len(ro.OldLogProbs))
 		case math.IsNaN(ro.Reward) || math.IsInf(ro.Reward, 0):
 			return fmt.Errorf("rollout %d: reward %v", n, ro.Reward)
+		}
+		// A log-prob enters every learner's ratios with this source: a NaN,
+		// an infinity or a positive value would poison them unnoticed.
+		for i, lp := range ro.OldLogProbs {
+			if !(lp <= 0) || math.IsInf(float64(lp), -1) {
+				return fmt.Errorf("rollout %d: old log-prob %v at token %d, want a finite value ≤ 0", n, lp, i)
+			}
 		}
 	}
 	return nil

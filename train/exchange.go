@@ -38,11 +38,22 @@ type Member struct {
 // Exchange carries a run's step exchange between its agents' processes
 // (package bus over NATS JetStream, in hacrl agent). Steps count from 0; the
 // setup exchange, before step 0, is step SetupStep.
+//
+// It also carries an interrupt: every agent of the run stops after the same
+// step. An interrupted process asks for a stop with each step it shares
+// until one is agreed; a request counts at the step it comes with only when
+// this is the first time agent shares that step (else another agent may
+// have read the step already), and every agent sees the same requests for a
+// step. Requests of an earlier session of the run (before a --resume) do
+// not count.
 type Exchange interface {
 	// Share stores payload as agent's part of step and returns every
 	// agent's part of the step, by name, once all are there. Sharing the
-	// same payload again (a restarted process) stores nothing new.
-	Share(ctx context.Context, step int, agent string, payload []byte) (map[string][]byte, error)
+	// same payload again (a restarted process) stores nothing new. With
+	// stop set, agent asks every agent to stop after step; stoppedBy names
+	// the agents whose requests count at step: when it is not empty, every
+	// agent of the run gets the same names for the step, and stops after it.
+	Share(ctx context.Context, step int, agent string, payload []byte, stop bool) (parts map[string][]byte, stoppedBy []string, err error)
 	// Keep says that agent may resume from step `from` at the earliest (its
 	// oldest checkpoint), so it needs no payload of an earlier step again.
 	Keep(ctx context.Context, agent string, from int) error
@@ -90,9 +101,10 @@ func encodePayload(v any) ([]byte, error) {
 }
 
 // share publishes this process's rollouts of step (the pool holds only its
-// own) with its prompts (src), and returns the step's whole pool, every
+// own) with its prompts (src), asking the others to stop after the step if
+// this process was interrupted, and returns the step's whole pool, every
 // agent's rollouts in config order; it fills in src the other sources'
-// prompts.
+// prompts, and in r.stoppedBy the agents whose stop requests count at step.
 func (r *Run) share(ctx context.Context, step int, pool *rollout.Pool, src *sources) (*rollout.Pool, error) {
 	me := r.agents[0]
 	logged := src.texts != nil
@@ -104,10 +116,11 @@ func (r *Run) share(ctx context.Context, step int, pool *rollout.Pool, src *sour
 	if err != nil {
 		return nil, err
 	}
-	got, err := r.member.Exchange.Share(ctx, step, me.Name, data)
+	got, stoppedBy, err := r.member.Exchange.Share(ctx, step, me.Name, data, r.interrupted())
 	if err != nil {
 		return nil, fmt.Errorf("step %d: exchanging rollouts: %w", step+1, err)
 	}
+	r.stoppedBy = stoppedBy
 	G := r.cfg.Batch.ResponsesPerPrompt * r.algo.ResponsesMultiplier
 	full := &rollout.Pool{Agents: pool.Agents, Prompts: pool.Prompts}
 	for j, name := range r.names {
@@ -185,7 +198,8 @@ func (r *Run) shareTooLong(ctx context.Context, mine []int, errs []string) ([]in
 	if err != nil {
 		return nil, nil, err
 	}
-	got, err := r.member.Exchange.Share(ctx, SetupStep, me.Name, data)
+	// An interrupt during setup asks for the stop with the first step.
+	got, _, err := r.member.Exchange.Share(ctx, SetupStep, me.Name, data, false)
 	if err != nil {
 		return nil, nil, fmt.Errorf("setup: exchanging the problems too long for each agent: %w", err)
 	}

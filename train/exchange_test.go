@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,16 +24,17 @@ type memExchange struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	steps  map[int]map[string][]byte
+	stops  map[int][]string // the agents that asked to stop after each step
 	keep   map[string]int
 }
 
 func newMemExchange(agents []string) *memExchange {
-	e := &memExchange{agents: agents, steps: map[int]map[string][]byte{}, keep: map[string]int{}}
+	e := &memExchange{agents: agents, steps: map[int]map[string][]byte{}, stops: map[int][]string{}, keep: map[string]int{}}
 	e.cond = sync.NewCond(&e.mu)
 	return e
 }
 
-func (e *memExchange) Share(ctx context.Context, step int, agent string, payload []byte) (map[string][]byte, error) {
+func (e *memExchange) Share(ctx context.Context, step int, agent string, payload []byte, stop bool) (map[string][]byte, []string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.steps[step]
@@ -40,20 +42,24 @@ func (e *memExchange) Share(ctx context.Context, step int, agent string, payload
 		s = map[string][]byte{}
 		e.steps[step] = s
 	}
-	if old, ok := s[agent]; ok && !bytes.Equal(old, payload) {
-		return nil, fmt.Errorf("agent %s shared step %d twice with different payloads", agent, step)
+	old, shared := s[agent]
+	if shared && !bytes.Equal(old, payload) {
+		return nil, nil, fmt.Errorf("agent %s shared step %d twice with different payloads", agent, step)
+	}
+	if stop && !shared {
+		e.stops[step] = append(e.stops[step], agent)
 	}
 	s[agent] = payload
 	e.cond.Broadcast()
 	deadline := time.Now().Add(time.Minute)
 	for len(s) < len(e.agents) {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("step %d: waited a minute for %d agents, have %d", step, len(e.agents), len(s))
+			return nil, nil, fmt.Errorf("step %d: waited a minute for %d agents, have %d", step, len(e.agents), len(s))
 		}
 		go func() { time.Sleep(100 * time.Millisecond); e.cond.Broadcast() }()
 		e.cond.Wait()
 	}
-	return s, nil
+	return s, slices.Sorted(slices.Values(e.stops[step])), nil
 }
 
 func (e *memExchange) Keep(ctx context.Context, agent string, from int) error {

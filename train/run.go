@@ -82,7 +82,8 @@ type Options struct {
 	// Member, when set, makes this process one agent's process of a run
 	// whose agents are separate processes (exchange.go): it trains only
 	// Member.Agent, in its own OUT, and shares each step's rollouts with
-	// the others through Member.Exchange.
+	// the others through Member.Exchange. A member stops when the run's
+	// agents agree to (see Train), not when its context is cancelled.
 	Member *Member
 }
 
@@ -114,13 +115,20 @@ type Run struct {
 	complete bool            // resumed a run that had already done its steps
 	readOnly error           // OUT cannot be written: no lock taken (only a complete run goes on)
 
+	// interrupt is Train's context's Done: a member asks the others to stop
+	// once it is closed; stoppedBy are the agents whose stop requests count
+	// at the step the member last shared.
+	interrupt <-chan struct{}
+	stoppedBy []string
+
 	// gradHook, when set (tests), may alter a mini-batch's gradient weights
 	// before the backward pass: fault injection for the non-finite guard.
 	gradHook func(step int, agent string, m int, grad [][]float32)
 }
 
-// ErrInterrupted is returned by Train when the context was cancelled; the run
-// was checkpointed at the last completed step.
+// ErrInterrupted is returned by Train when the context was cancelled (wrapped,
+// for a member process, when the run's agents agreed to stop); the run was
+// checkpointed at the last completed step.
 var ErrInterrupted = errors.New("interrupted")
 
 // New prepares a run: agents, task, method, output directory; with
@@ -140,6 +148,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	}
 	if algo.SharesRollouts && len(cfg.Agents) < 2 {
 		return nil, fmt.Errorf("method.name: %s shares rollouts and needs at least 2 agents, got %d", algo.Method, len(cfg.Agents))
+	}
+	if opts.Member != nil {
+		// The setup exchange runs to its end, interrupted or not: the other
+		// processes wait for this one's part (see Train).
+		ctx = context.WithoutCancel(ctx)
 	}
 	obs := opts.Observer
 	if obs == nil {
@@ -388,8 +401,22 @@ func (r *Run) StartStep() int { return r.start }
 
 // Train runs the remaining steps. Cancelling ctx stops after the current step,
 // saves a checkpoint and returns ErrInterrupted.
+//
+// A member process (Options.Member) stops where every agent of the run
+// stops, whichever was interrupted: cancelling its ctx makes it ask the
+// others, with the next step it shares, to stop after that step; every
+// agent (this one too) finishes the first step at which a request counts
+// (Exchange), saves a checkpoint and returns an error that wraps
+// ErrInterrupted and names the agents that asked. One a step ahead of
+// another thus stops at the step the other asks at, and no agent waits for
+// a step that another never shares. A stop agreed at the last step is the
+// run's normal end.
 func (r *Run) Train(ctx context.Context) (*Summary, error) {
 	defer r.Close()
+	if r.member != nil {
+		r.interrupt = ctx.Done()
+		ctx = context.WithoutCancel(ctx)
+	}
 	if err := r.startReward(ctx); err != nil {
 		return nil, err
 	}
@@ -423,6 +450,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		}
 		ts := time.Now()
 		r.wide = map[string]float64{}
+		r.stoppedBy = nil
 		// A step runs to its end even when interrupted, so that a checkpoint
 		// never holds some agents updated and others not.
 		vals, err := r.step(context.WithoutCancel(ctx), step)
@@ -447,7 +475,8 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 				return nil, err
 			}
 		}
-		if last || (r.cfg.Checkpoint.Every > 0 && done%r.cfg.Checkpoint.Every == 0) {
+		stop := len(r.stoppedBy) > 0 && !last
+		if last || stop || (r.cfg.Checkpoint.Every > 0 && done%r.cfg.Checkpoint.Every == 0) {
 			if err := r.checkpoint(done); err != nil {
 				return nil, err
 			}
@@ -455,11 +484,24 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 				return nil, err
 			}
 		}
+		if stop {
+			return r.summary(done, time.Since(t0)), fmt.Errorf("%w: stopped after step %d, as %s asked", ErrInterrupted, done, strings.Join(r.stoppedBy, " and "))
+		}
 	}
 	if err := r.saveFinal(false); err != nil {
 		return nil, err
 	}
 	return r.summary(steps, time.Since(t0)), nil
+}
+
+// interrupted reports whether a member's Train context was cancelled.
+func (r *Run) interrupted() bool {
+	select {
+	case <-r.interrupt:
+		return true
+	default:
+		return false
+	}
 }
 
 func stepSummary(agents []*Agent, vals []map[string]float64) string {
@@ -480,7 +522,7 @@ func (r *Run) saveFinal(onlyMissing bool) error {
 		if _, err := os.Stat(filepath.Join(dst, "agent.json")); onlyMissing && err == nil {
 			continue
 		}
-		if err := atomicfile.WriteDir(dst, func(tmp string) error { return saveAgent(a, tmp, false) }); err != nil {
+		if err := atomicfile.WriteDir(dst, withChecksums(func(tmp string) error { return saveAgent(a, tmp, false) })); err != nil {
 			return fmt.Errorf("train: final checkpoint of %s: %w", a.Name, err)
 		}
 	}

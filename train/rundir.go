@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hacrl/hacrl/config"
@@ -257,4 +258,11 @@ func checkRunKind(out string, processes bool) error {
 		return fmt.Errorf("train: %s holds a run of agent processes (%s): resume it with --processes --resume", out, filepath.Join(out, "agents"))
 	}
 	return nil
+}
+
+// LatestCheckpoint returns the step of the latest step checkpoint in out,
+// read without touching anything; ok is false when there is none.
+func LatestCheckpoint(out string) (step int, ok bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(latestStepName(out), checkpointPrefix))
+	return n, err == nil
 }

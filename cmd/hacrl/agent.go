@@ -62,6 +62,7 @@ func agentCmd() *cobra.Command {
 		b                 busFlags
 		o                 trainOverrides
 		resume, overwrite bool
+		sess              agentSession
 	)
 	cmd := &cobra.Command{
 		Use:   "agent CONFIG --agent NAME --bus nats://HOST:PORT",
@@ -84,11 +85,17 @@ refused, saying what differs. The bus token, if the server takes one, is read
 from $` + busTokenEnv + `; --bus-nkey, --bus-creds and --bus-ca/--bus-cert/--bus-key give
 the other NATS credentials and TLS.
 
+An interrupt (Ctrl-C, SIGTERM) stops every agent of the run after the same
+step: this one asks the others, with the next step whose rollouts it
+publishes, and each agent finishes the first step someone asked at, saves a
+checkpoint there and exits with status 130. An interrupt from another agent
+stops this one the same way. Interrupt again to abort without a checkpoint.
+
 hacrl train --processes starts every agent of a config this way, with an
 embedded server, on this machine.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			onInterrupt(checkpointOnInterrupt)
+			onInterrupt(agentOnInterrupt)
 			if name == "" {
 				return usage("--agent NAME is required")
 			}
@@ -105,7 +112,7 @@ embedded server, on this machine.`,
 			if !cmd.Flags().Changed("out") {
 				cfg.Out = filepath.Join(cfg.Out, "agents", name)
 			}
-			return runAgent(cmd.Context(), cmd.ErrOrStderr(), cmd.OutOrStdout(), cfg, name, b, train.Options{Resume: resume, Overwrite: overwrite})
+			return runAgent(cmd.Context(), cmd.ErrOrStderr(), cmd.OutOrStdout(), cfg, name, b, sess, train.Options{Resume: resume, Overwrite: overwrite})
 		},
 	}
 	f := cmd.Flags()
@@ -114,11 +121,17 @@ embedded server, on this machine.`,
 	o.register(f, "the agent's output directory (default OUT/agents/NAME, OUT from the config)")
 	f.BoolVar(&resume, "resume", false, "continue from the agent's latest intact checkpoint")
 	f.BoolVar(&overwrite, "overwrite", false, "delete the agent's earlier run in its output directory and start again")
+	sess.register(f)
 	return cmd
 }
 
-// runAgent joins the run on the bus as agent name and trains it.
-func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config, name string, b busFlags, opts train.Options) error {
+// runAgent joins the run on the bus as agent name and trains it. Once ctx
+// is cancelled (or sess's supervisor says so) the agent asks the others to
+// stop (stop.go); it goes on, bus waits and all, until they agree.
+func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config, name string, b busFlags, sess agentSession, opts train.Options) error {
+	interrupt, cancel := sess.interrupts(ctx, stderr)
+	defer cancel()
+	ctx = context.WithoutCancel(ctx)
 	var names []string
 	for _, a := range cfg.Agents {
 		names = append(names, a.Name)
@@ -147,25 +160,30 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 		return st.advise(err)
 	}
 	id := run.ID()
+	since, err := sess.since(ctx, run)
+	if err != nil {
+		return st.advise(err)
+	}
 	beat, stop := context.WithCancel(context.WithoutCancel(ctx))
 	defer stop()
 	go keepAlive(beat, run, name, disp)
 
 	opts.Observer = disp
-	opts.Member = &train.Member{Agent: name, Exchange: &busExchange{run: run, agents: names, wait: b.wait, status: st}}
-	tr, err := train.New(ctx, cfg, opts)
+	ex := &busExchange{run: run, agents: names, wait: b.wait, status: st}
+	opts.Member = &train.Member{Agent: name, Exchange: &stoppingExchange{ex: ex, since: since, log: disp.Log}}
+	tr, err := train.New(interrupt, cfg, opts)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
 	fmt.Fprint(stderr, tr.Plan())
 	fmt.Fprintf(stderr, "agent %s of run %s on %s: steps %d to %d, writing %s\n", name, id, b.url, tr.StartStep()+1, cfg.Steps, cfg.Out)
-	sum, err := tr.Train(ctx)
+	sum, err := tr.Train(interrupt)
 	if sum != nil {
 		fmt.Fprint(stdout, sum)
 	}
 	if errors.Is(err, train.ErrInterrupted) {
-		fmt.Fprintf(stderr, "interrupted after step %d; checkpoint saved in %s (continue with --resume)\n", sum.Steps, cfg.Out)
+		fmt.Fprintf(stderr, "%v; checkpoint saved in %s (continue with --resume)\n", err, cfg.Out)
 		return exitCode(130)
 	}
 	if err != nil {

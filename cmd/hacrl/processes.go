@@ -47,9 +47,13 @@ func (p *procFlags) register(f *pflag.FlagSet) {
 // agent), over a NATS server embedded here with its store in OUT/nats, each
 // agent writing its run in OUT/agents/<name>. An agent process that dies of
 // a signal is started again with --resume (at most p.restarts times); one
-// that fails stops the run. At the end the agents' metrics are merged into
-// OUT/metrics.jsonl, in the order one process writes them.
+// that fails stops the run. An interrupt of this process reaches every agent
+// once, and the agents stop after the same step (stop.go). At the end the
+// agents' metrics are merged into OUT/metrics.jsonl, in the order one
+// process writes them, and unless every agent finished, each agent's
+// outcome is said.
 func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg *config.Config, o trainOverrides, p procFlags, opts train.Options) error {
+	onInterrupt("telling every agent to stop: they stop after the same step and save a checkpoint there")
 	stderr := &lockedWriter{w: cmd.ErrOrStderr()}
 	names := make([]string, len(cfg.Agents))
 	for i, a := range cfg.Agents {
@@ -72,6 +76,10 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	}
 	defer release()
 	srv, conn, run, err := startBus(ctx, cfg, p.listen, token)
+	if err != nil && ctx.Err() != nil {
+		fmt.Fprintln(stderr, "interrupted before any agent started")
+		return exitCode(130)
+	}
 	if err != nil {
 		return err
 	}
@@ -86,32 +94,58 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	if err != nil {
 		return err
 	}
+	// Stop requests of earlier sessions (before this --resume) do not count.
+	start, err := run.Sequence(ctx)
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "interrupted before any agent started")
+		return exitCode(130)
+	}
 	base := []string{"agent", cfgPath, "--bus", srv.URL(), "--wait", p.wait.String()}
 	base = append(base, o.args(cmd.Flags())...)
 	sup := &supervisor{ctx: ctx, exe: exe, env: append(os.Environ(), busTokenEnv+"="+token), stdout: &lockedWriter{w: cmd.OutOrStdout()}, stderr: stderr, restarts: p.restarts}
-	runErr := sup.run(local, func(name string, resume bool) []string {
+	outcomes := sup.run(local, func(name string, resume bool) []string {
 		args := append(slices.Clone(base), "--agent", name, "--out", filepath.Join(cfg.Out, "agents", name))
 		if resume || opts.Resume {
 			args = append(args, "--resume")
 		}
-		return args
+		sess := agentSession{start: int64(start), stopFD: 3} // the stop pipe, ExtraFiles[0]
+		return append(args, sess.args()...)
 	})
-	var ec exitCode
-	if interrupted := errors.As(runErr, &ec) && ec == 130; runErr != nil && !interrupted {
-		return runErr
+	// Interrupted: an agent stopped (after an interrupt here or elsewhere),
+	// or this process was interrupted and not every agent finished the run.
+	interrupted, failed := false, error(nil)
+	for _, o := range outcomes {
+		switch {
+		case o.how == interruptedOutcome:
+			interrupted = true
+		case o.how != finishedOutcome:
+			interrupted = interrupted || ctx.Err() != nil
+			if failed == nil {
+				failed = fmt.Errorf("agent %s %s", o.name, o)
+			}
+		}
 	}
-	if runErr == nil && len(local) < len(names) {
+	if interrupted || failed != nil {
+		sayOutcomes(stderr, cfg.Out, outcomes)
+	}
+	if failed != nil && !interrupted {
+		return failed
+	}
+	if !interrupted && len(local) < len(names) {
 		if err := waitElsewhere(ctx, stderr, run, cfg, names, local, p.wait); err != nil {
 			return err
 		}
 	}
-	// Finished or interrupted (each agent checkpointed): what they wrote so far.
+	// Finished or stopped: what the agents wrote so far.
 	if err := mergeMetrics(stderr, cfg.Out, names); err != nil {
 		return err
 	}
-	if runErr != nil {
-		fmt.Fprintf(stderr, "interrupted; every agent saved a checkpoint (continue with --processes --resume)\n")
-		return runErr
+	if interrupted {
+		fmt.Fprintf(stderr, "interrupted: continue with hacrl train %s --processes --resume\n", cfgPath)
+		return exitCode(130)
 	}
 	fmt.Fprintf(stderr, "metrics: %s/metrics.jsonl · each agent's run: %s/agents/<agent> (final weights in its final/<agent>)\n", cfg.Out, cfg.Out)
 	return nil
@@ -202,44 +236,82 @@ type supervisor struct {
 	stderr   io.Writer
 	restarts int
 
-	mu    sync.Mutex
-	procs map[string]*os.Process
+	mu       sync.Mutex
+	procs    map[string]*agentProc
+	stopping bool // the agents were told to stop: none is started again
+}
+
+// agentProc is a running agent process and the write end of its stop pipe
+// (nil once closed).
+type agentProc struct {
+	p    *os.Process
+	stop *os.File
+}
+
+// interrupt closes the agent's stop pipe, once: the agent asks the others
+// to stop (stop.go).
+func (a *agentProc) interrupt() {
+	if a.stop != nil {
+		a.stop.Close()
+		a.stop = nil
+	}
+}
+
+// How an agent process ended.
+const (
+	finishedOutcome    = "finished"
+	interruptedOutcome = "interrupted" // status 130: stopped with the others after a step
+	failedOutcome      = "failed"
+	killedOutcome      = "killed" // died of a signal, not started again
+)
+
+// outcome is how an agent's process ended, the last time it ran.
+type outcome struct {
+	name, how string
+	err       error // failed or killed: why
+}
+
+func (o outcome) String() string {
+	if o.err != nil {
+		return o.how + ": " + o.err.Error()
+	}
+	return o.how
 }
 
 // run starts one process per agent, args giving each its arguments, and
-// waits for all. The first failure (a non-zero exit, or more deaths than
-// restarts) stops the others: interrupted first, killed 10 s later.
-func (s *supervisor) run(agents []string, args func(name string, resume bool) []string) error {
-	s.procs = map[string]*os.Process{}
-	errs := make(chan error, len(agents))
-	failed := make(chan struct{})
-	var once sync.Once
-	for _, name := range agents {
-		go func() {
-			err := s.keep(name, args, failed)
-			if err != nil {
-				once.Do(func() { close(failed) })
-			}
-			errs <- err
-		}()
+// waits for all; it returns how each ended, in the order of agents. An
+// interrupt of this process reaches each agent once, through its stop pipe,
+// even one that starts later: the agents stop after the same step and exit
+// with status 130, the normal end of an interrupted run. The first failure
+// (another non-zero exit, or more deaths than restarts) stops the others:
+// interrupted first, killed 10 s later.
+func (s *supervisor) run(agents []string, args func(name string, resume bool) []string) []outcome {
+	s.procs = map[string]*agentProc{}
+	type ended struct {
+		i int
+		o outcome
 	}
-	// An interrupt of this process reaches each agent once: it finishes its
-	// step, saves a checkpoint and exits.
-	stop := context.AfterFunc(s.ctx, func() { s.signalAll(os.Interrupt) })
+	ends := make(chan ended, len(agents))
+	for i, name := range agents {
+		go func() { ends <- ended{i, s.keep(name, args)} }()
+	}
+	stop := context.AfterFunc(s.ctx, s.interruptAll)
 	defer stop()
-	var first error
+	out := make([]outcome, len(agents))
 	for range agents {
-		if err := <-errs; err != nil && first == nil {
-			first = err
+		e := <-ends
+		out[e.i] = e.o
+		if e.o.how == failedOutcome || e.o.how == killedOutcome {
 			s.stopAll()
 		}
 	}
-	return first
+	return out
 }
 
-// keep runs agent name's process until it succeeds, starting it again with
-// --resume when it dies of a signal.
-func (s *supervisor) keep(name string, args func(string, bool) []string, failed <-chan struct{}) error {
+// keep runs agent name's process until it ends other than by a signal,
+// starting it again with --resume when it dies of one, unless the agents
+// were told to stop or one stopped.
+func (s *supervisor) keep(name string, args func(string, bool) []string) outcome {
 	// The parent-death signal (childAttr) follows the thread that started
 	// the child: keep that thread for as long as the child lives.
 	runtime.LockOSThread()
@@ -248,59 +320,96 @@ func (s *supervisor) keep(name string, args func(string, bool) []string, failed 
 		c := exec.Command(s.exe, args(name, attempt > 0)...)
 		c.Env = s.env
 		c.SysProcAttr = childAttr()
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			return outcome{name, failedOutcome, err}
+		}
+		c.ExtraFiles = []*os.File{pr}
 		var wg sync.WaitGroup
 		tag := "[" + name + "] "
 		stdout, stderr := prefixWriter(&wg, s.stdout, tag), prefixWriter(&wg, s.stderr, tag)
 		c.Stdout, c.Stderr = stdout, stderr
-		if err := c.Start(); err != nil {
+		err = c.Start()
+		pr.Close()
+		if err != nil {
+			pw.Close()
 			stdout.Close()
 			stderr.Close()
-			return fmt.Errorf("agent %s: %w", name, err)
+			return outcome{name, failedOutcome, err}
 		}
+		proc := &agentProc{p: c.Process, stop: pw}
 		s.mu.Lock()
-		s.procs[name] = c.Process
+		s.procs[name] = proc
+		if s.stopping {
+			proc.interrupt() // started as the interrupt came
+		}
 		s.mu.Unlock()
 		fmt.Fprintf(s.stderr, "%sstarted (pid %d)\n", tag, c.Process.Pid)
-		err := c.Wait()
+		err = c.Wait()
 		stdout.Close()
 		stderr.Close()
 		wg.Wait()
 		s.mu.Lock()
 		delete(s.procs, name)
+		proc.interrupt()
+		stopping := s.stopping
 		s.mu.Unlock()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-failed:
-			return nil // stopped because another agent failed
-		default:
-		}
-		if s.ctx.Err() != nil {
-			return exitCode(130)
-		}
-		ws, ok := c.ProcessState.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() {
-			return fmt.Errorf("agent %s: %v (its output above says why)", name, err)
-		}
-		if attempt >= s.restarts {
-			return fmt.Errorf("agent %s: died of %v %d times (--max-restarts %d)", name, ws.Signal(), attempt+1, s.restarts)
+		ws, _ := c.ProcessState.Sys().(syscall.WaitStatus)
+		switch {
+		case err == nil:
+			return outcome{name, finishedOutcome, nil}
+		case c.ProcessState.ExitCode() == 130:
+			// The agents agreed to stop after a step, whoever was interrupted:
+			// the others stop there too, and none is started again.
+			s.mu.Lock()
+			s.stopping = true
+			s.mu.Unlock()
+			return outcome{name, interruptedOutcome, nil}
+		case !ws.Signaled():
+			return outcome{name, failedOutcome, fmt.Errorf("%v (its output above says why)", err)}
+		case stopping:
+			return outcome{name, killedOutcome, fmt.Errorf("died of %v while stopping", ws.Signal())}
+		case attempt >= s.restarts:
+			return outcome{name, killedOutcome, fmt.Errorf("died of %v %d times (--max-restarts %d)", ws.Signal(), attempt+1, s.restarts)}
 		}
 		fmt.Fprintf(s.stderr, "[%s] died of %v; starting it again from its latest checkpoint (%d of %d restarts)\n", name, ws.Signal(), attempt+1, s.restarts)
+	}
+}
+
+// interruptAll tells every agent process, once, to stop, and every agent
+// started later too.
+func (s *supervisor) interruptAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopping = true
+	for _, p := range s.procs {
+		p.interrupt()
 	}
 }
 
 // stopAll interrupts every running agent process (each finishes its step if
 // it can and saves a checkpoint) and kills those still running 10 s later.
 func (s *supervisor) stopAll() {
-	s.signalAll(os.Interrupt)
+	s.interruptAll()
 	time.AfterFunc(10*time.Second, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, p := range s.procs {
-			p.Kill()
+			p.p.Kill()
 		}
 	})
+}
+
+// sayOutcomes says how each agent's process ended and the step of its
+// latest checkpoint in OUT/agents/<name>.
+func sayOutcomes(w io.Writer, out string, outcomes []outcome) {
+	for _, o := range outcomes {
+		ckpt := "no checkpoint"
+		if step, ok := train.LatestCheckpoint(filepath.Join(out, "agents", o.name)); ok {
+			ckpt = fmt.Sprintf("checkpoint at step %d", step)
+		}
+		fmt.Fprintf(w, "[%s] %s; %s\n", o.name, o, ckpt)
+	}
 }
 
 // prefixWriter is a pipe whose lines reach w each after p, one Write per
@@ -415,13 +524,4 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
-}
-
-// signalAll sends sig to every running agent process.
-func (s *supervisor) signalAll(sig os.Signal) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, p := range s.procs {
-		p.Signal(sig)
-	}
 }

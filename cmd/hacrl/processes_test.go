@@ -391,30 +391,3 @@ func TestBusCommandAndWait(t *testing.T) {
 		t.Errorf("hacrl bus said on an interrupt:\n%s\nwant that it stops the server (it saves no checkpoint)", out)
 	}
 }
-
-// TestProcessesInterrupt: an interrupt of hacrl train --processes reaches
-// every agent once; each finishes its step and checkpoints, the run exits
-// with status 130 with the metrics so far merged, and --resume finishes it
-// with the uninterrupted run's metrics.
-func TestProcessesInterrupt(t *testing.T) {
-	want := reference(t)
-	out := filepath.Join(t.TempDir(), "interrupted")
-	cfg := procConfig(t, out, "0.0001")
-	l := startLive(t, nil, "train", cfg, "--processes")
-	l.waitFor(t, 2*time.Minute, "step 2", func(out string) bool { return strings.Contains(out, "step 2/4") })
-	l.cmd.Process.Signal(os.Interrupt)
-	err := l.wait(t, 2*time.Minute)
-	if code := l.cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("interrupted run: %v, status %d, want 130\n%s", err, code, l.String())
-	}
-	partial := stableMetrics(t, filepath.Join(out, "metrics.jsonl"))
-	if len(partial) == 0 || len(partial) >= len(want) {
-		t.Fatalf("interrupted run merged %d records, want some of the %d", len(partial), len(want))
-	}
-	sameMetrics(t, "interrupted", partial, want[:len(partial)])
-	res := run(t, hacrlBin(t), "", "", nil, "train", cfg, "--processes", "--resume")
-	if res.code != 0 {
-		t.Fatalf("resumed: status %d\n%s", res.code, res.stderr)
-	}
-	sameMetrics(t, "resumed", stableMetrics(t, filepath.Join(out, "metrics.jsonl")), want)
-}

@@ -85,6 +85,16 @@ func (f *File) Info(name string) (dtype string, shape []int, ok bool) {
 	return info.DType, slices.Clone(info.Shape), true
 }
 
+// Range returns the byte range [begin, end) of a tensor's data in the file
+// (offsets from the file's first byte), and whether the file has it.
+func (f *File) Range(name string) (begin, end int64, ok bool) {
+	info, ok := f.infos[name]
+	if !ok {
+		return 0, 0, false
+	}
+	return f.dataStart + int64(info.DataOffsets[0]), f.dataStart + int64(info.DataOffsets[1]), true
+}
+
 // Tensor reads one tensor's raw bytes.
 func (f *File) Tensor(name string) (Tensor, error) {
 	info, ok := f.infos[name]

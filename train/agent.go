@@ -210,6 +210,9 @@ func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef
 			return nil, fmt.Errorf("agent %s: checkpoint %s is a LoRA adapter (%s), not a model: merge it into its base first (hacrl merge)",
 				ac.Name, ac.Checkpoint, model.AdapterConfigFile)
 		}
+		if err := verifyDir(ac.Checkpoint); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+		}
 		m, err := model.Load(b, ac.Checkpoint)
 		if err != nil {
 			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/internal/atomicfile"
+	"github.com/hacrl/hacrl/internal/checksum"
 	"github.com/hacrl/hacrl/model"
 )
 
@@ -35,6 +36,32 @@ type state struct {
 	// recorded; such a checkpoint resumes with a warning.
 	ConfigHash string          `json:"config_hash,omitempty"`
 	Config     json.RawMessage `json:"config,omitempty"`
+	// Metrics identifies the records of OUT/metrics.jsonl written up to the
+	// checkpoint, which a resume keeps: --resume refuses a file whose
+	// records differ, naming the line. Absent in checkpoints written before
+	// it was recorded.
+	Metrics *metricsPrefix `json:"metrics,omitempty"`
+}
+
+// withChecksums is fill followed by writing the manifest of the directory
+// it filled (internal/checksum), for atomicfile.WriteDir: every directory a
+// run writes whole — a checkpoint, a final agent, a reference model, a
+// LoRA agent's base — carries its checksums.json, checked when it is
+// loaded.
+func withChecksums(fill func(tmp string) error) func(tmp string) error {
+	return func(tmp string) error {
+		if err := fill(tmp); err != nil {
+			return err
+		}
+		return checksum.Write(tmp)
+	}
+}
+
+// verifyDir checks dir against its checksums.json, when it has one (a
+// directory without one, such as a Hugging Face download, loads unchecked).
+func verifyDir(dir string) error {
+	_, err := checksum.Verify(dir)
+	return err
 }
 
 const checkpointPrefix = "step-"
@@ -48,14 +75,22 @@ func checkpointDir(out string, step int) string {
 func (r *Run) checkpoint(step int) error {
 	r.obs.Phase(step, "", "checkpoint")
 	dst := checkpointDir(r.cfg.Out, step)
-	err := atomicfile.WriteDir(dst, func(tmp string) error {
+	err := atomicfile.WriteDir(dst, withChecksums(func(tmp string) error {
 		for _, a := range r.agents {
-			if err := saveAgent(a, filepath.Join(tmp, "agents", a.Name), true); err != nil {
+			ad := filepath.Join(tmp, "agents", a.Name)
+			if err := saveAgent(a, ad, true); err != nil {
 				return err
 			}
+			if err := checksum.Write(ad); err != nil { // each agent directory can be checked, and loaded, alone
+				return fmt.Errorf("agent %s: %w", a.Name, err)
+			}
+		}
+		mp, err := readMetricsPrefix(r.cfg.Out)
+		if err != nil {
+			return err
 		}
 		st := state{Step: step, Method: r.algo.Method, Capability: r.tracker.State(), FirstEval: r.firstEval, LastEval: r.lastEval,
-			ConfigHash: configHash(r.trainCfg), Config: r.trainCfg}
+			ConfigHash: configHash(r.trainCfg), Config: r.trainCfg, Metrics: mp}
 		if r.firstEvalStep >= 0 {
 			st.FirstEvalStep, st.LastEvalStep = &r.firstEvalStep, &r.lastEvalStep
 		}
@@ -64,7 +99,7 @@ func (r *Run) checkpoint(step int) error {
 		}
 		crashInCheckpoint(step)
 		return writeJSON(filepath.Join(tmp, "state.json"), st)
-	})
+	}))
 	if err != nil {
 		return fmt.Errorf("checkpoint at step %d: %w", step, err)
 	}
@@ -148,7 +183,8 @@ type mismatchError struct{ error }
 func (e mismatchError) Unwrap() error { return e.error }
 
 // findCheckpoint reads the latest intact checkpoint in OUT. A damaged one
-// (unreadable state.json, missing or damaged agent files) is reported
+// (unreadable state.json, missing or damaged agent files, any file that
+// differs from its checksums.json) is reported
 // through the observer and the previous one tried; its path is added to
 // r.damaged. It returns nil when OUT has no checkpoint, and an error when
 // none is intact or the latest intact one belongs to another config.
@@ -165,6 +201,9 @@ func (r *Run) findCheckpoint() (*loaded, error) {
 		case err == nil:
 			if len(problems) > 0 {
 				r.obs.Log(fmt.Sprintf("resume: falling back to %s, the latest intact checkpoint", all[i]))
+			}
+			if err := r.checkMetrics(l); err != nil { // no earlier checkpoint helps: it covers the same records
+				return nil, err
 			}
 			return l, nil
 		case errors.As(err, &mismatch):
@@ -188,6 +227,16 @@ func (r *Run) readCheckpoint(dir string) (*loaded, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	// Every file of the checkpoint, whether this resume reads it or a
+	// later eval of the run's agents will (the tokenizer files), against
+	// the manifest written with it: a changed byte sets it aside.
+	found, err := checksum.Verify(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		r.obs.Log(fmt.Sprintf("resume: warning: checkpoint %s has no %s (written before checksums were); its files are not checked", dir, checksum.FileName))
 	}
 	if err := json.Unmarshal(data, st); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -339,6 +388,9 @@ func (r *Run) setupReferences(b compute.Backend, resumed bool) error {
 		dir := filepath.Join(r.cfg.Out, "reference", a.Name)
 		if resumed {
 			if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
+				if err := verifyDir(dir); err != nil {
+					return fmt.Errorf("resume: reference model of %s: %w", a.Name, err)
+				}
 				ref, err := model.Load(b, dir)
 				if err != nil {
 					return fmt.Errorf("reference model of %s: %w", a.Name, err)
@@ -365,7 +417,7 @@ func (r *Run) saveReferences() error {
 			continue
 		}
 		dir := filepath.Join(r.cfg.Out, "reference", a.Name)
-		if err := atomicfile.WriteDir(dir, a.Ref.Save); err != nil {
+		if err := atomicfile.WriteDir(dir, withChecksums(a.Ref.Save)); err != nil {
 			return fmt.Errorf("reference model of %s: %w", a.Name, err)
 		}
 	}
@@ -389,7 +441,7 @@ func (r *Run) saveBases() error {
 		if _, err := os.Stat(filepath.Join(dir, "config.json")); err == nil {
 			continue
 		}
-		err := atomicfile.WriteDir(dir, func(tmp string) error {
+		err := atomicfile.WriteDir(dir, withChecksums(func(tmp string) error {
 			if err := a.Model.Base().Save(tmp); err != nil {
 				return err
 			}
@@ -397,7 +449,7 @@ func (r *Run) saveBases() error {
 				return err
 			}
 			return saveTemplateFiles(a, tmp)
-		})
+		}))
 		if err != nil {
 			return fmt.Errorf("base model of %s: %w", a.Name, err)
 		}

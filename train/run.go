@@ -522,7 +522,7 @@ func (r *Run) saveFinal(onlyMissing bool) error {
 		if _, err := os.Stat(filepath.Join(dst, "agent.json")); onlyMissing && err == nil {
 			continue
 		}
-		if err := atomicfile.WriteDir(dst, func(tmp string) error { return saveAgent(a, tmp, false) }); err != nil {
+		if err := atomicfile.WriteDir(dst, withChecksums(func(tmp string) error { return saveAgent(a, tmp, false) })); err != nil {
 			return fmt.Errorf("train: final checkpoint of %s: %w", a.Name, err)
 		}
 	}

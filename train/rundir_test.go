@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/internal/checksum"
 	"github.com/hacrl/hacrl/internal/runlock"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
@@ -407,6 +408,9 @@ func TestResumeChecksTheConfig(t *testing.T) {
 	if err := os.WriteFile(statePath, must(json.Marshal(st)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Remove(filepath.Join(checkpointDir(cfg.Out, 3), checksum.FileName)); err != nil { // nor checksums
+		t.Fatal(err)
+	}
 	more.Steps = 4
 	_, rec := trainWith(t, &more, Options{Resume: true})
 	if !strings.Contains(rec.text(), "predates config hashes") {
@@ -425,7 +429,7 @@ var damages = []struct {
 		if err := os.Truncate(p, must(os.Stat(p)).Size()/2); err != nil {
 			t.Fatal(err)
 		}
-	}, "agent llama-char"},
+	}, "agents/llama-char/model.safetensors: "},
 	{"corrupt state", func(t *testing.T, ckpt string) {
 		if err := os.WriteFile(filepath.Join(ckpt, "state.json"), []byte(`{"step": 3, "agents": [`), 0o644); err != nil {
 			t.Fatal(err)
@@ -440,7 +444,7 @@ var damages = []struct {
 		if err := os.RemoveAll(filepath.Join(ckpt, "agents", "llama-bpe")); err != nil {
 			t.Fatal(err)
 		}
-	}, "agent llama-bpe"},
+	}, "agents/llama-bpe/checksums.json: missing"},
 }
 
 // TestDamagedCheckpointFallsBack: when the latest checkpoint is damaged, a
@@ -485,7 +489,7 @@ func TestDamagedCheckpointFallsBack(t *testing.T) {
 		damages[1].damage(t, checkpointDir(c.Out, 2))
 		before := digest(t, c.Out)
 		_, err := New(context.Background(), &c, Options{Resume: true, Observer: &recorder{}})
-		for _, w := range []string{"no intact checkpoint", "step-00000003: agent llama-char", "step-00000002: " + filepath.Join(checkpointDir(c.Out, 2), "state.json")} {
+		for _, w := range []string{"no intact checkpoint", "step-00000003: " + filepath.Join(checkpointDir(c.Out, 3), "agents", "llama-char", model.WeightsFile), "step-00000002: " + filepath.Join(checkpointDir(c.Out, 2), "state.json")} {
 			if err == nil || !strings.Contains(err.Error(), w) {
 				t.Errorf("error %v lacks %q", err, w)
 			}

@@ -101,8 +101,18 @@ func AdapterBase(base, adapter string) (string, error) {
 }
 
 // loadSaved reads agent.json from metaDir and the tokenizer from tokDir;
-// the weights are those of base, with adapter ("" for none) on them.
+// the weights are those of base, with adapter ("" for none) on them. Base
+// and adapter are first checked against their checksums.json, when they
+// have one (a directory hacrl wrote).
 func loadSaved(metaDir, tokDir, base, adapter string, c TemplateChoice) (*Saved, error) {
+	for _, dir := range []string{base, adapter} {
+		if dir == "" {
+			continue
+		}
+		if err := verifyDir(dir); err != nil {
+			return nil, err
+		}
+	}
 	meta, found, err := readMeta(metaDir)
 	if err != nil {
 		return nil, err
@@ -200,6 +210,11 @@ func MergeAdapter(b compute.Backend, base, adapter, out, dtype string) error {
 	if err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
+	for _, dir := range []string{base, adapter} {
+		if err := verifyDir(dir); err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+	}
 	m, err := model.Load(b, base)
 	if err != nil {
 		return fmt.Errorf("merge: %w", err)
@@ -210,7 +225,7 @@ func MergeAdapter(b compute.Backend, base, adapter, out, dtype string) error {
 	if err := m.MergeLoRA(); err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
-	return atomicfile.WriteDir(out, func(tmp string) error {
+	return atomicfile.WriteDir(out, withChecksums(func(tmp string) error {
 		if err := m.SaveWith(tmp, model.SaveOptions{DType: dtype}); err != nil {
 			return fmt.Errorf("merge: %w", err)
 		}
@@ -230,5 +245,5 @@ func MergeAdapter(b compute.Backend, base, adapter, out, dtype string) error {
 			}
 		}
 		return nil
-	})
+	}))
 }

@@ -83,6 +83,9 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 	a.Template = tmpl
 	switch {
 	case cfg.Checkpoint != "":
+		if err := verifyDir(cfg.Checkpoint); err != nil {
+			return nil, fmt.Errorf("sft: %w", err)
+		}
 		if a.Model, err = model.Load(b, cfg.Checkpoint); err != nil {
 			return nil, err
 		}
@@ -251,14 +254,14 @@ func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error
 		}
 	}
 	res.Steps = cfg.Steps
-	if err := atomicfile.WriteDir(cfg.Out, func(tmp string) error {
+	if err := atomicfile.WriteDir(cfg.Out, withChecksums(func(tmp string) error {
 		if err := saveAgent(a, tmp, false); err != nil {
 			return err
 		}
 		return writeJSON(filepath.Join(tmp, "sft.json"), map[string]any{
 			"steps": res.Steps, "final_loss": res.FinalLoss, "test_greedy_acc": res.Accuracy, "examples": n,
 		})
-	}); err != nil {
+	})); err != nil {
 		return nil, fmt.Errorf("sft: saving %s: %w", cfg.Out, err)
 	}
 	res.Elapsed = time.Since(t0)

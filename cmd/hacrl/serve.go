@@ -7,6 +7,7 @@ import (
 
 	"github.com/gomlx/compute"
 
+	"github.com/hacrl/hacrl/internal/checksum"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/serve"
 	"github.com/hacrl/hacrl/train"
@@ -133,6 +134,9 @@ func loadUpdate(b compute.Backend, s *train.Saved, dir string) (*model.Model, er
 	base := dir
 	if model.IsAdapterDir(dir) {
 		base = s.Base
+	}
+	if _, err := checksum.Verify(dir); err != nil { // a directory a run wrote carries its checksums
+		return nil, err
 	}
 	m, err := model.Load(b, base)
 	if err != nil {

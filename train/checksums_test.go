@@ -316,3 +316,25 @@ func TestLoadSavedChecksChecksums(t *testing.T) {
 		t.Errorf("LoadSaved without checksums.json: %v", err)
 	}
 }
+
+// TestResumeRepairsFinal: --resume of a finished run writes again, from its
+// last checkpoint, a final agent whose files differ from its checksums.json,
+// saying so, and the agent is the one the run wrote, bit for bit.
+func TestResumeRepairsFinal(t *testing.T) {
+	cfg := checksumConfig(t)
+	cfg.Steps = 1
+	trainWith(t, cfg, Options{})
+	dst := filepath.Join(cfg.Out, "final", "gpt-char")
+	want := digest(t, dst)
+	tensor := flipTensor(t, filepath.Join(dst, model.WeightsFile))
+	sum, rec := trainWith(t, cfg, Options{Resume: true})
+	for _, w := range []string{"resume: final agent " + dst + " is damaged, writing it again from the last checkpoint", `tensor "` + tensor + `"`} {
+		if !strings.Contains(rec.text(), w) {
+			t.Errorf("log lacks %q:\n%s", w, rec.text())
+		}
+	}
+	if !sum.AlreadyComplete {
+		t.Errorf("the finished run trained again: %+v", sum)
+	}
+	sameTree(t, dst, want)
+}

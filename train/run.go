@@ -515,12 +515,17 @@ func stepSummary(agents []*Agent, vals []map[string]float64) string {
 // saveFinal writes every agent as a standalone checkpoint in OUT/final/<name>,
 // ready for `hacrl eval` or as the starting point of another run. With
 // onlyMissing (a finished run resumed) it writes only those a run killed
-// before the end did not.
+// before the end did not, and those whose files differ from their
+// checksums.json (from the last checkpoint, which holds the same weights).
 func (r *Run) saveFinal(onlyMissing bool) error {
 	for _, a := range r.agents {
 		dst := filepath.Join(r.cfg.Out, "final", a.Name)
 		if _, err := os.Stat(filepath.Join(dst, "agent.json")); onlyMissing && err == nil {
-			continue
+			err := verifyDir(dst)
+			if err == nil {
+				continue
+			}
+			r.obs.Log(fmt.Sprintf("resume: final agent %s is damaged, writing it again from the last checkpoint: %v", dst, err))
 		}
 		if err := atomicfile.WriteDir(dst, withChecksums(func(tmp string) error { return saveAgent(a, tmp, false) })); err != nil {
 			return fmt.Errorf("train: final checkpoint of %s: %w", a.Name, err)

@@ -198,8 +198,9 @@ func TestAgentsStopTogether(t *testing.T) {
 	if err := behind.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	if out := behind.String(); strings.Contains(out, "step 3/4 llama-bpe: sample") {
-		t.Fatalf("llama-bpe went on to step 3 before it was held\n%s", out)
+	if out := behind.String(); strings.Contains(out, "step 3/4 llama-bpe: score") {
+		// It publishes its step 3 once scored: no longer behind.
+		t.Fatalf("llama-bpe went on to score step 3 before it was held\n%s", out)
 	}
 	ahead.waitFor(t, time.Minute, "gpt-char sharing step 3", func(out string) bool { return strings.Contains(out, "step 3/4 gpt-char: score") })
 	time.Sleep(500 * time.Millisecond) // it publishes, then waits for llama-bpe's step 3

@@ -16,7 +16,14 @@ import (
 // data_source and extra_info can be named as IDField, e.g.
 // "extra_info.index"). Nested groups and lists read as objects and lists, so
 // the same dotted paths work as for JSONL.
-func LoadParquet(path string, opts Options) ([]task.Problem, error) {
+func LoadParquet(path string, opts Options) (_ []task.Problem, err error) {
+	// The library panics on some damaged files (a page index that runs past
+	// its buffer): a damaged file is an error naming it, not a crash.
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("dataset %s: not a readable Parquet file: %v", path, p)
+		}
+	}()
 	f, b, err := open(path, opts, "prompt", "reward_model.ground_truth")
 	if err != nil {
 		return nil, err

@@ -8,17 +8,18 @@
 //	found, err := checksum.Verify(dir) // before loading; found is false when dir has no manifest
 //
 // The manifest lists every regular file under its directory by its path
-// (with "/"), with its size and SHA-256 (the digest sha256sum prints), and
-// for a .safetensors file the byte range and CRC-32C (Castagnoli) of each
-// tensor's data; the file's SHA-256 finds a change, the tensors' CRCs say
-// where it is (bytes outside every tensor are the header):
+// (with "/") and size. A file's SHA-256 is that of its content (the digest
+// sha256sum prints), except for a .safetensors file, whose header (the
+// bytes before the first tensor's data) and each tensor's bytes have their
+// own SHA-256, with the tensor's byte range in the file: a change is named
+// by its tensor, and a file's tensors are hashed in parallel.
 //
 //	{
 //	  "format": "hacrl-checksums-1",
 //	  "files": {
 //	    "config.json": {"size": 712, "sha256": "5d41…"},
-//	    "model.safetensors": {"size": 2471968, "sha256": "a3f0…", "tensors": {
-//	      "lm_head.weight": {"offsets": [1240, 263384], "crc32c": "9c2e04d1"}, …}},
+//	    "model.safetensors": {"size": 2471968, "header_sha256": "a3f0…", "tensors": {
+//	      "lm_head.weight": {"offsets": [1240, 263384], "sha256": "9c2e…"}, …}},
 //	    "agents/a/checksums.json": {"size": 2031, "sha256": "77b1…"}
 //	  }
 //	}
@@ -28,9 +29,9 @@
 // directory that has a manifest can be checked, and copied, on its own.
 // Files added after the write (not in the manifest) are not checked.
 //
-// Write reads each file once, right after it was written (from the page
-// cache), and Verify reads each once: a pass over the data at the speed of
-// SHA-256, the files hashed in parallel.
+// Write reads each file once more, right after it was written (from the
+// page cache), and Verify reads each once: SHA-256 over every byte, the
+// pieces (whole files, headers, tensors) spread over GOMAXPROCS goroutines.
 package checksum
 
 import (
@@ -40,7 +41,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"maps"
@@ -67,20 +67,40 @@ type Manifest struct {
 	Files  map[string]File `json:"files"` // by path relative to the directory, with "/"
 }
 
-// File is one file of a manifest.
+// File is one file of a manifest: SHA256 for most files; HeaderSHA256 and
+// Tensors for a safetensors file.
 type File struct {
-	Size    int64             `json:"size"`
-	SHA256  string            `json:"sha256"`
-	Tensors map[string]Tensor `json:"tensors,omitempty"` // a safetensors file's tensors, by name
+	Size         int64             `json:"size"`
+	SHA256       string            `json:"sha256,omitempty"`
+	HeaderSHA256 string            `json:"header_sha256,omitempty"` // the bytes before the first tensor's
+	Tensors      map[string]Tensor `json:"tensors,omitempty"`       // by name
 }
 
 // Tensor is the data of one tensor of a safetensors file.
 type Tensor struct {
 	Offsets [2]int64 `json:"offsets"` // [begin, end) in the file
-	CRC32C  string   `json:"crc32c"`
+	SHA256  string   `json:"sha256"`
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// piece is a byte range of a file hashed on its own: a whole file (end
+// -1: to its end), a safetensors header, or a tensor.
+type piece struct {
+	file       int    // index in the list of files
+	tensor     string // "" for a whole file or a header
+	begin, end int64
+	sum        string // its SHA-256 (hex); "" when the file does not reach its end
+	size       int64  // bytes read (of a whole file: its size)
+}
+
+// headerEnd is where the first tensor's data begins (the file's size when
+// it has no tensor): safetensors tensors tile the file after the header.
+func headerEnd(tensors map[string]Tensor, size int64) int64 {
+	end := size
+	for _, t := range tensors {
+		end = min(end, t.Offsets[0])
+	}
+	return end
+}
 
 // Write hashes every file under dir and writes dir/checksums.json
 // atomically. Call it when dir is complete: before the directory is renamed
@@ -91,16 +111,50 @@ func Write(dir string) error {
 	if err != nil {
 		return fmt.Errorf("checksum: %w", err)
 	}
-	m := Manifest{Format: format, Files: make(map[string]File, len(names))}
 	files := make([]File, len(names))
-	err = parallel(len(names), func(i int) error {
-		f, err := describe(dir, names[i])
+	var pieces []*piece
+	for i, name := range names {
+		path := filepath.Join(dir, filepath.FromSlash(name))
+		if !strings.HasSuffix(name, ".safetensors") {
+			pieces = append(pieces, &piece{file: i, end: -1})
+			continue
+		}
+		st, err := safetensors.Open(path)
+		if err != nil {
+			return fmt.Errorf("checksum: %w", err)
+		}
+		info, err := os.Stat(path)
+		if err != nil {
+			st.Close()
+			return fmt.Errorf("checksum: %w", err)
+		}
+		f := File{Size: info.Size(), Tensors: make(map[string]Tensor, len(st.Names()))}
+		for _, n := range st.Names() {
+			b, e, _ := st.Range(n)
+			f.Tensors[n] = Tensor{Offsets: [2]int64{b, e}}
+			pieces = append(pieces, &piece{file: i, tensor: n, begin: b, end: e})
+		}
+		st.Close()
+		pieces = append(pieces, &piece{file: i, end: headerEnd(f.Tensors, f.Size)})
 		files[i] = f
-		return err
-	})
-	if err != nil {
+	}
+	if err := hashPieces(dir, names, pieces); err != nil {
 		return fmt.Errorf("checksum: %w", err)
 	}
+	for _, p := range pieces {
+		f := &files[p.file]
+		switch {
+		case p.tensor != "":
+			t := f.Tensors[p.tensor]
+			t.SHA256 = p.sum
+			f.Tensors[p.tensor] = t
+		case f.Tensors != nil:
+			f.HeaderSHA256 = p.sum
+		default:
+			f.Size, f.SHA256 = p.size, p.sum
+		}
+	}
+	m := Manifest{Format: format, Files: make(map[string]File, len(names))}
 	for i, n := range names {
 		m.Files[n] = files[i]
 	}
@@ -147,86 +201,44 @@ func list(dir string) ([]string, error) {
 	return names, err
 }
 
-// describe hashes one file, and the tensors of a safetensors file.
-func describe(dir, name string) (File, error) {
-	path := filepath.Join(dir, filepath.FromSlash(name))
-	var f File
-	if strings.HasSuffix(name, ".safetensors") {
-		st, err := safetensors.Open(path)
-		if err != nil {
-			return f, err
+// hashPieces computes every piece's SHA-256 on up to GOMAXPROCS
+// goroutines, the largest pieces first. A piece the file does not reach
+// the end of gets no sum.
+func hashPieces(dir string, names []string, pieces []*piece) error {
+	order := slices.Clone(pieces)
+	slices.SortStableFunc(order, func(a, b *piece) int {
+		if (a.end < 0) != (b.end < 0) { // whole files first: their size is not known
+			return cmp.Compare(a.end, b.end)
 		}
-		f.Tensors = make(map[string]Tensor, len(st.Names()))
-		for _, n := range st.Names() {
-			b, e, _ := st.Range(n)
-			f.Tensors[n] = Tensor{Offsets: [2]int64{b, e}}
-		}
-		st.Close()
-	}
-	sum, crcs, size, err := hashFile(path, f.Tensors)
-	if err != nil {
-		return f, err
-	}
-	f.Size, f.SHA256 = size, sum
-	for n, t := range f.Tensors {
-		t.CRC32C = crcs[n]
-		f.Tensors[n] = t
-	}
-	return f, nil
+		return cmp.Compare(b.end-b.begin, a.end-a.begin)
+	})
+	return parallel(len(order), func(i int) error {
+		p := order[i]
+		return p.hash(filepath.Join(dir, filepath.FromSlash(names[p.file])))
+	})
 }
 
-// span is a tensor's byte range and the CRC of the bytes read of it.
-type span struct {
-	name       string
-	begin, end int64
-	crc        uint32
-}
-
-// hashFile reads path once and returns its SHA-256, the CRC-32C of each
-// tensor's byte range (hex) and its size.
-func hashFile(path string, tensors map[string]Tensor) (string, map[string]string, int64, error) {
+// hash reads the piece from the file at path and sets its sum and size.
+func (p *piece) hash(path string) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", nil, 0, err
+		return err
 	}
 	defer f.Close()
-	spans := make([]span, 0, len(tensors))
-	for n, t := range tensors {
-		spans = append(spans, span{name: n, begin: t.Offsets[0], end: t.Offsets[1]})
+	var r io.Reader = f
+	if p.end >= 0 {
+		r = io.NewSectionReader(f, p.begin, p.end-p.begin)
 	}
-	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.begin, b.begin) })
 	h := sha256.New()
-	buf := make([]byte, 1<<20)
-	var pos int64
-	next := 0 // the first span that may still overlap what is read
-	for {
-		n, err := f.Read(buf)
-		chunk, end := buf[:n], pos+int64(n)
-		h.Write(chunk)
-		for i := next; i < len(spans) && spans[i].begin < end; i++ {
-			s := &spans[i]
-			if lo, hi := max(s.begin, pos), min(s.end, end); lo < hi {
-				s.crc = crc32.Update(s.crc, castagnoli, chunk[lo-pos:hi-pos])
-			}
-			if s.end <= end && i == next {
-				next++
-			}
-		}
-		pos = end
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", nil, 0, fmt.Errorf("checksum: %w", err)
-		}
+	n, err := io.CopyBuffer(h, r, make([]byte, 1<<20))
+	if err != nil {
+		return err
 	}
-	crcs := make(map[string]string, len(spans))
-	for _, s := range spans {
-		if s.end <= pos { // a tensor the file no longer reaches has no CRC
-			crcs[s.name] = fmt.Sprintf("%08x", s.crc)
-		}
+	p.size = n
+	if p.end < 0 || n == p.end-p.begin {
+		p.sum = hex.EncodeToString(h.Sum(nil))
 	}
-	return hex.EncodeToString(h.Sum(nil)), crcs, pos, nil
+	return nil
 }
 
 // parallel runs do(0..n-1) on up to GOMAXPROCS goroutines and returns the
@@ -304,95 +316,123 @@ func Verify(dir string) (found bool, err error) {
 	if err != nil {
 		return true, fmt.Errorf("checksum: %w", err)
 	}
+	bad := func(format string, args ...any) (bool, error) {
+		return true, &Error{Manifest: path, Problems: []Problem{{Path: path, Reason: fmt.Sprintf(format, args...)}}}
+	}
 	var m Manifest
 	if err := json.Unmarshal(data, &m); err != nil {
-		return true, &Error{Manifest: path, Problems: []Problem{{Path: path, Reason: fmt.Sprintf("not a manifest: %v", err)}}}
+		return bad("not a manifest: %v", err)
 	}
 	if m.Format != format {
-		return true, &Error{Manifest: path, Problems: []Problem{{Path: path, Reason: fmt.Sprintf("format %q, want %q", m.Format, format)}}}
+		return bad("format %q, want %q", m.Format, format)
 	}
 	names := slices.Sorted(maps.Keys(m.Files))
 	problems := make([]*Problem, len(names))
-	nested := make([]error, len(names))
-	err = parallel(len(names), func(i int) error {
-		name := names[i]
+	var pieces []*piece
+	for i, name := range names {
+		want := m.Files[name]
+		p := filepath.Join(dir, filepath.FromSlash(name))
 		if !filepath.IsLocal(filepath.FromSlash(name)) {
-			problems[i] = &Problem{Path: path, Reason: fmt.Sprintf("lists %q, a path outside its directory", name)}
-			return nil
+			return bad("lists %q, a path outside its directory", name)
 		}
-		p, err := check(dir, name, m.Files[name])
-		if err != nil {
-			return err
+		info, err := os.Stat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			problems[i] = &Problem{Path: p, Reason: "missing"}
+			continue
+		case err != nil:
+			return true, fmt.Errorf("checksum: %w", err)
+		case !info.Mode().IsRegular():
+			problems[i] = &Problem{Path: p, Reason: "not a regular file"}
+			continue
 		}
-		problems[i] = p
-		if p == nil && strings.HasSuffix(name, "/"+FileName) {
-			_, nested[i] = Verify(filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(name, "/"+FileName))))
+		if want.Tensors == nil {
+			pieces = append(pieces, &piece{file: i, end: -1})
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return true, err
+		for n, t := range want.Tensors {
+			if t.Offsets[0] < 0 || t.Offsets[1] < t.Offsets[0] {
+				return bad("%s: tensor %q: offsets %v are not a byte range", name, n, t.Offsets)
+			}
+			pieces = append(pieces, &piece{file: i, tensor: n, begin: t.Offsets[0], end: t.Offsets[1]})
+		}
+		pieces = append(pieces, &piece{file: i, end: headerEnd(want.Tensors, want.Size)})
+	}
+	if err := hashPieces(dir, names, pieces); err != nil {
+		return true, fmt.Errorf("checksum: %w", err)
+	}
+	// What differs, file by file.
+	type diff struct {
+		size    int64
+		header  bool
+		content string // a whole file's sum, when it differs
+		tensors []string
+	}
+	diffs := make([]*diff, len(names))
+	for _, p := range pieces {
+		want := m.Files[names[p.file]]
+		d := diffs[p.file]
+		if d == nil {
+			info, _ := os.Stat(filepath.Join(dir, filepath.FromSlash(names[p.file])))
+			d = &diff{size: info.Size()}
+			diffs[p.file] = d
+		}
+		switch {
+		case p.tensor != "":
+			if p.sum != want.Tensors[p.tensor].SHA256 {
+				d.tensors = append(d.tensors, p.tensor)
+			}
+		case want.Tensors != nil:
+			d.header = p.sum != want.HeaderSHA256
+		default:
+			if p.sum != want.SHA256 {
+				d.content = p.sum
+			}
+		}
+	}
+	for i, d := range diffs {
+		want := m.Files[names[i]]
+		if d == nil || (d.size == want.Size && !d.header && d.content == "" && len(d.tensors) == 0) {
+			continue
+		}
+		slices.Sort(d.tensors)
+		var what []string
+		if d.size != want.Size {
+			what = append(what, fmt.Sprintf("%d bytes, the manifest says %d", d.size, want.Size))
+		}
+		if d.header {
+			what = append(what, "its header differs")
+		}
+		if len(d.tensors) > 0 {
+			what = append(what, "the bytes of "+tensorList(d.tensors)+" differ")
+		}
+		if d.content != "" {
+			what = append(what, fmt.Sprintf("its content differs (SHA-256 %s, the manifest says %s)", short(d.content), short(want.SHA256)))
+		}
+		problems[i] = &Problem{Path: filepath.Join(dir, filepath.FromSlash(names[i])), Tensors: d.tensors, Reason: strings.Join(what, "; ")}
 	}
 	e := &Error{Manifest: path}
-	for i := range names {
+	for i, name := range names {
 		if problems[i] != nil {
 			e.Problems = append(e.Problems, *problems[i])
+			continue
+		}
+		if !strings.HasSuffix(name, "/"+FileName) {
+			continue
 		}
 		var sub *Error
+		_, err := Verify(filepath.Join(dir, filepath.FromSlash(strings.TrimSuffix(name, "/"+FileName))))
 		switch {
-		case errors.As(nested[i], &sub):
+		case errors.As(err, &sub):
 			e.Problems = append(e.Problems, sub.Problems...)
-		case nested[i] != nil:
-			return true, nested[i]
+		case err != nil:
+			return true, err
 		}
 	}
 	if len(e.Problems) > 0 {
 		return true, e
 	}
 	return true, nil
-}
-
-// check compares one file with its manifest entry: nil when it matches.
-func check(dir, name string, want File) (*Problem, error) {
-	path := filepath.Join(dir, filepath.FromSlash(name))
-	st, err := os.Stat(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &Problem{Path: path, Reason: "missing"}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("checksum: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return &Problem{Path: path, Reason: "not a regular file"}, nil
-	}
-	sum, crcs, size, err := hashFile(path, want.Tensors)
-	if err != nil {
-		return nil, err
-	}
-	if sum == want.SHA256 && size == want.Size {
-		return nil, nil
-	}
-	p := &Problem{Path: path}
-	for _, n := range slices.Sorted(maps.Keys(want.Tensors)) {
-		if crcs[n] != want.Tensors[n].CRC32C {
-			p.Tensors = append(p.Tensors, n)
-		}
-	}
-	var what string
-	switch {
-	case len(p.Tensors) > 0:
-		what = "the bytes of " + tensorList(p.Tensors) + " differ"
-	case len(want.Tensors) > 0:
-		what = "its header differs (no tensor's bytes do)"
-	default:
-		what = "its content differs"
-	}
-	if size != want.Size {
-		p.Reason = fmt.Sprintf("%d bytes, the manifest says %d; %s", size, want.Size, what)
-	} else {
-		p.Reason = fmt.Sprintf("%s (SHA-256 %s, the manifest says %s)", what, short(sum), short(want.SHA256))
-	}
-	return p, nil
 }
 
 // tensorList names up to three tensors, then counts the others.
@@ -412,4 +452,9 @@ func tensorList(names []string) string {
 	return s
 }
 
-func short(sum string) string { return sum[:min(len(sum), 12)] + "…" }
+func short(sum string) string {
+	if sum == "" {
+		return "none"
+	}
+	return sum[:min(len(sum), 12)] + "…"
+}

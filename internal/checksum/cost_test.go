@@ -57,13 +57,41 @@ func BenchmarkQwen3Checksums(b *testing.B) {
 		}
 		rate(b, time.Since(t0))
 	})
+	var m *model.Model
 	b.Run("model.Load", func(b *testing.B) {
 		t0 := time.Now()
 		for range b.N {
-			if _, err := model.Load(be, dir); err != nil {
+			if m, err = model.Load(be, dir); err != nil {
 				b.Fatal(err)
 			}
 		}
 		rate(b, time.Since(t0))
+	})
+	// A training checkpoint of the same model: exact float32 weights and
+	// the AdamW state (2.4 + 4.8 GB), written then hashed, as
+	// train's checkpoint does.
+	tr, err := model.NewTrainer(m, model.OptimizerConfig{LearningRate: 1e-5})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ck := filepath.Join(b.TempDir(), "checkpoint")
+	b.Run("checkpoint", func(b *testing.B) {
+		var save, sum time.Duration
+		for range b.N {
+			t0 := time.Now()
+			if err := m.SaveWith(ck, model.SaveOptions{Exact: true}); err != nil {
+				b.Fatal(err)
+			}
+			if err := tr.SaveState(ck); err != nil {
+				b.Fatal(err)
+			}
+			t1 := time.Now()
+			if err := Write(ck); err != nil {
+				b.Fatal(err)
+			}
+			save, sum = save+t1.Sub(t0), sum+time.Since(t1)
+		}
+		b.ReportMetric(save.Seconds()/float64(b.N), "s-save")
+		b.ReportMetric(sum.Seconds()/float64(b.N), "s-checksums")
 	})
 }

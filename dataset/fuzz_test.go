@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/parquet-go/parquet-go"
 
@@ -79,7 +80,9 @@ func FuzzLoadJSONL(f *testing.F) {
 			t.Fatal(err)
 		}
 		opts := fuzzOptions(rule, withID)
-		ps, err := LoadJSONL(path, opts)
+		var ps []task.Problem
+		var err error
+		inTime(t, 10*time.Second, func() { ps, err = LoadJSONL(path, opts) })
 		if err != nil {
 			checkFileError(t, err, path, bytes.Count(data, []byte("\n"))+1, "records")
 			return
@@ -98,7 +101,7 @@ func FuzzLoadJSONL(f *testing.F) {
 }
 
 // FuzzLoadParquet feeds any file to the Parquet reader (verl's layout, the
-// id taken from extra_info.index). A load either fails with an error naming
+// id taken from extra_info.index). A load takes at most 10 s and either fails with an error naming
 // the file, and the row when a row is at fault, or gives problems as
 // FuzzLoadJSONL requires. The seeds are Parquet files in verl's layout
 // holding the first problems of the shared GSM8K and MATH-500 sets, one of
@@ -151,7 +154,9 @@ func FuzzLoadParquet(f *testing.F) {
 		if withID {
 			opts.IDField = "extra_info.index"
 		}
-		ps, err := LoadParquet(path, opts)
+		var ps []task.Problem
+		var err error
+		inTime(t, 10*time.Second, func() { ps, err = LoadParquet(path, opts) })
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "dataset "+path+": ") {
 				t.Fatalf("error names no file: %v", err)
@@ -241,5 +246,26 @@ func checkProblems(t *testing.T, ps []task.Problem) {
 		if back[i] != want {
 			t.Fatalf("problem %d read back as %+v, want %+v", i, back[i], want)
 		}
+	}
+}
+
+// inTime runs fn and fails t when it takes longer than d: an input that
+// makes the reader hang (or allocate for minutes) is a finding too, which
+// the fuzzer would otherwise only see as a stalled worker. A panic in fn is
+// raised again in the test's goroutine.
+func inTime(t *testing.T, d time.Duration, fn func()) {
+	t.Helper()
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		fn()
+	}()
+	select {
+	case p := <-done:
+		if p != nil {
+			panic(p)
+		}
+	case <-time.After(d):
+		t.Fatalf("took more than %v", d)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/hacrl/hacrl/internal/npmtest"
@@ -110,7 +111,7 @@ var tokenizerFields = regexp.MustCompile(`^(invalid JSON: |(version|truncation|p
 // the JSON is invalid), or gives a tokenizer that writes itself back to a
 // file that reads back to the same tokenizer (the same bytes again, the
 // same ids for every text), whose ids are within its vocabulary, and that
-// encodes deterministically. The seeds are the real Qwen3 and Llama 3
+// encodes deterministically; all within 10 s. The seeds are the real Qwen3 and Llama 3
 // tokenizers cut down to their first 300 and 600 tokens (the whole files
 // are checked against tokenizers and transformers in python_test.go) and
 // the shipped agents' tokenizers.
@@ -125,48 +126,53 @@ func FuzzTokenizerJSON(f *testing.F) {
 		f.Add(readFile(f, filepath.Join("..", "examples", "agents", a, "tokenizer.json")), "3+4=7")
 	}
 	f.Fuzz(func(t *testing.T, data []byte, text string) {
-		tok, err := parse(data)
-		if err != nil {
-			if !tokenizerFields.MatchString(err.Error()) {
-				t.Fatalf("error names no field: %v", err)
-			}
-			return
-		}
-		out, err := tok.marshal()
-		if err != nil {
-			t.Fatalf("a tokenizer read does not write: %v", err)
-		}
-		back, err := parse(out)
-		if err != nil {
-			t.Fatalf("a tokenizer written does not read back: %v", err)
-		}
-		again, err := back.marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(out, again) {
-			t.Fatalf("written, read and written again differs:\n%s\n%s", out, again)
-		}
-		for _, s := range append(fuzzTexts, text) {
-			ids := tok.Encode(s)
-			if got := back.Encode(s); !reflect.DeepEqual(ids, got) {
-				t.Fatalf("Encode(%q) = %v, read back %v", s, ids, got)
-			}
-			if got := tok.Encode(s); !reflect.DeepEqual(ids, got) {
-				t.Fatalf("Encode(%q) = %v, then %v", s, ids, got)
-			}
-			for _, id := range ids {
-				if id < 0 || id >= tok.VocabSize() {
-					t.Fatalf("Encode(%q) = %v: id %d outside the vocabulary of %d", s, ids, id, tok.VocabSize())
-				}
-			}
-			if d := tok.Decode(ids); !utf8.ValidString(s) || d != back.Decode(ids) {
-				if utf8.ValidString(s) {
-					t.Fatalf("Decode(%v) = %q, read back %q", ids, d, back.Decode(ids))
-				}
-			}
-		}
+		inTime(t, 10*time.Second, func() { checkTokenizerJSON(t, data, text) })
 	})
+}
+
+// checkTokenizerJSON is FuzzTokenizerJSON's check of one input.
+func checkTokenizerJSON(t *testing.T, data []byte, text string) {
+	tok, err := parse(data)
+	if err != nil {
+		if !tokenizerFields.MatchString(err.Error()) {
+			t.Fatalf("error names no field: %v", err)
+		}
+		return
+	}
+	out, err := tok.marshal()
+	if err != nil {
+		t.Fatalf("a tokenizer read does not write: %v", err)
+	}
+	back, err := parse(out)
+	if err != nil {
+		t.Fatalf("a tokenizer written does not read back: %v", err)
+	}
+	again, err := back.marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out, again) {
+		t.Fatalf("written, read and written again differs:\n%s\n%s", out, again)
+	}
+	for _, s := range append(fuzzTexts, text) {
+		ids := tok.Encode(s)
+		if got := back.Encode(s); !reflect.DeepEqual(ids, got) {
+			t.Fatalf("Encode(%q) = %v, read back %v", s, ids, got)
+		}
+		if got := tok.Encode(s); !reflect.DeepEqual(ids, got) {
+			t.Fatalf("Encode(%q) = %v, then %v", s, ids, got)
+		}
+		for _, id := range ids {
+			if id < 0 || id >= tok.VocabSize() {
+				t.Fatalf("Encode(%q) = %v: id %d outside the vocabulary of %d", s, ids, id, tok.VocabSize())
+			}
+		}
+		if d := tok.Decode(ids); !utf8.ValidString(s) || d != back.Decode(ids) {
+			if utf8.ValidString(s) {
+				t.Fatalf("Decode(%v) = %q, read back %q", ids, d, back.Decode(ids))
+			}
+		}
+	}
 }
 
 // configFields are the keys of tokenizer_config.json that a refusal names.
@@ -260,7 +266,8 @@ func FuzzChatTemplate(f *testing.F) {
 // FuzzRealChatTemplates renders a conversation of any texts with the real
 // Qwen3 and Llama 3 templates: each renders (a real template raises on no
 // message of these), the same way twice, and the prompt holds every
-// message's text as given, trimmed of surrounding space.
+// message's text as given, trimmed of surrounding whitespace as Python
+// trims it.
 func FuzzRealChatTemplates(f *testing.F) {
 	dir := npmtest.Dir(f)
 	var tpls []*ChatTemplate
@@ -289,7 +296,7 @@ func FuzzRealChatTemplates(f *testing.F) {
 				if m.Role == "assistant" && strings.Contains(m.Content, "</think>") {
 					continue
 				}
-				if !strings.Contains(out, strings.TrimSpace(m.Content)) {
+				if !strings.Contains(out, strings.Trim(m.Content, pySpace)) { // Llama 3's | trim
 					t.Fatalf("%s: the prompt lacks the %s text %q:\n%s", tpl.Source(), m.Role, m.Content, out)
 				}
 			}
@@ -399,4 +406,25 @@ func FuzzStripMethods(f *testing.F) {
 			}
 		}
 	})
+}
+
+// inTime runs fn and fails t when it takes longer than d: an input that
+// makes the reader hang (or allocate for minutes) is a finding too, which
+// the fuzzer would otherwise only see as a stalled worker. A panic in fn is
+// raised again in the test's goroutine.
+func inTime(t *testing.T, d time.Duration, fn func()) {
+	t.Helper()
+	done := make(chan any, 1)
+	go func() {
+		defer func() { done <- recover() }()
+		fn()
+	}()
+	select {
+	case p := <-done:
+		if p != nil {
+			panic(p)
+		}
+	case <-time.After(d):
+		t.Fatalf("took more than %v", d)
+	}
 }

@@ -164,15 +164,26 @@ func parse(data []byte) (*BPE, error) {
 		unk = int32(id)
 	}
 	seen := make(map[string]bool, len(f.AddedTokens))
+	ids := make(map[int]int, len(f.AddedTokens)) // added token id → its index
+	// The ids of model.vocab and added_tokens leave no more holes than
+	// there are added tokens (real files have none): an id past that is
+	// damage, which would make the tokenizer allocate a table that large.
+	limit := len(tokens) + len(f.AddedTokens)
 	for i, a := range f.AddedTokens {
+		j, dup := ids[a.ID]
 		switch {
 		case a.Content == "":
 			return nil, fmt.Errorf("added_tokens[%d].content: empty", i)
 		case a.ID < 0:
 			return nil, fmt.Errorf("added_tokens[%d].id: %d is negative", i, a.ID)
+		case a.ID >= limit:
+			return nil, fmt.Errorf("added_tokens[%d].id: %d is past the %d tokens of model.vocab and added_tokens", i, a.ID, limit)
 		case seen[a.Content]:
 			return nil, fmt.Errorf("added_tokens[%d].content: %q appears twice", i, a.Content)
+		case dup:
+			return nil, fmt.Errorf("added_tokens[%d].id: %d is added_tokens[%d]'s too", i, a.ID, j)
 		}
+		ids[a.ID] = i
 		if id, ok := m.Vocab[a.Content]; ok && id != a.ID {
 			return nil, fmt.Errorf("added_tokens[%d].id: %d, but model.vocab has %q as %d", i, a.ID, a.Content, id)
 		}

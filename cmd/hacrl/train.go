@@ -42,7 +42,9 @@ writes its run in OUT/agents/<agent>, and OUT/metrics.jsonl gets them all,
 merged. The numbers are the single-process run's, bit for bit. An agent
 process that dies of a signal starts again from its latest checkpoint
 (--max-restarts); --agents starts only some agents here, the others joining
-with hacrl agent --bus and $HACRL_BUS_TOKEN (docs/processes.md).`,
+with hacrl agent --bus and $HACRL_BUS_TOKEN (docs/processes.md). An interrupt
+stops every agent after the same step, each with a checkpoint there; the
+command says what each agent did and exits with status 130.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			onInterrupt(checkpointOnInterrupt)

@@ -218,6 +218,9 @@ func hashPieces(dir string, names []string, pieces []*piece) error {
 	})
 }
 
+// buffers are the read buffers of hash, reused from piece to piece.
+var buffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
 // hash reads the piece from the file at path and sets its sum and size.
 func (p *piece) hash(path string) error {
 	f, err := os.Open(path)
@@ -230,7 +233,9 @@ func (p *piece) hash(path string) error {
 		r = io.NewSectionReader(f, p.begin, p.end-p.begin)
 	}
 	h := sha256.New()
-	n, err := io.CopyBuffer(h, r, make([]byte, 1<<20))
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	n, err := io.CopyBuffer(h, r, *buf)
 	if err != nil {
 		return err
 	}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -214,4 +216,116 @@ func BenchmarkStepPayload(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(size)/1e6, "MB")
+}
+
+// hookedExchange runs before and after hooks around each Share.
+type hookedExchange struct {
+	Exchange
+	before, after func(step int)
+}
+
+func (h hookedExchange) Share(ctx context.Context, step int, agent string, payload []byte, stop bool) (map[string][]byte, []string, error) {
+	if h.before != nil {
+		h.before(step)
+	}
+	got, by, err := h.Exchange.Share(ctx, step, agent, payload, stop)
+	if h.after != nil {
+		h.after(step)
+	}
+	return got, by, err
+}
+
+// TestMembersStopTogether: of three member processes, the first shares
+// step 2 while the last still updates step 1, and only the last is
+// interrupted. It asks with step 2, the next it shares; all three finish
+// step 2, checkpoint there (though checkpoint.every would not) and return
+// ErrInterrupted naming it. Resumed, they end with the single-process
+// run's metrics.
+func TestMembersStopTogether(t *testing.T) {
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, "hacpo", 4)
+	cfg.Checkpoint.Every = 3
+	mustTrain(t, cfg)
+	want, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, a := range cfg.Agents {
+		names = append(names, a.Name)
+	}
+	ahead, behind := names[0], names[len(names)-1]
+
+	train := func(ex func(name string) Exchange, resume bool, ctxs map[string]context.Context) []error {
+		errs := make([]error, len(names))
+		var wg sync.WaitGroup
+		for i, name := range names {
+			c := *cfg
+			c.Out = filepath.Join(dir, "members", name)
+			ctx := ctxs[name]
+			if ctx == nil {
+				ctx = context.Background()
+			}
+			wg.Go(func() {
+				run, err := New(ctx, &c, Options{Resume: resume, Member: &Member{Agent: name, Exchange: ex(name)}})
+				if err == nil {
+					_, err = run.Train(ctx)
+				}
+				errs[i] = err
+			})
+		}
+		wg.Wait()
+		return errs
+	}
+
+	mem := newMemExchange(names)
+	interrupt, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	aheadAtStep2 := make(chan struct{})
+	errs := train(func(name string) Exchange {
+		switch name {
+		case ahead: // entering step 2's exchange: the last member is still in step 1
+			return hookedExchange{Exchange: mem, before: func(step int) {
+				if step == 1 {
+					cancel()
+					close(aheadAtStep2)
+				}
+			}}
+		case behind: // held after step 1's exchange until then
+			return hookedExchange{Exchange: mem, after: func(step int) {
+				if step == 0 {
+					select {
+					case <-aheadAtStep2:
+					case <-time.After(time.Minute):
+						t.Errorf("%s never reached step 2's exchange", ahead)
+					}
+				}
+			}}
+		}
+		return mem
+	}, false, map[string]context.Context{behind: interrupt})
+	for i, err := range errs {
+		if !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "stopped after step 2, as "+behind+" asked") {
+			t.Fatalf("member %s: %v, want ErrInterrupted after step 2, as %s asked", names[i], err, behind)
+		}
+		if step, ok := LatestCheckpoint(filepath.Join(dir, "members", names[i])); !ok || step != 2 {
+			t.Fatalf("member %s: newest checkpoint at step %d (%v), want 2", names[i], step, ok)
+		}
+	}
+
+	fresh := newMemExchange(names)
+	for i, err := range train(func(string) Exchange { return fresh }, true, nil) {
+		if err != nil {
+			t.Fatalf("member %s resumed: %v", names[i], err)
+		}
+	}
+	for _, name := range names {
+		got, err := metrics.ReadFile(filepath.Join(dir, "members", name, "metrics.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := deterministic(agentRecords(got, name)), deterministic(agentRecords(want, name)); !reflect.DeepEqual(g, w) {
+			t.Fatalf("member %s stopped and resumed: metrics differ from the single-process run's:\n got %v\nwant %v", name, g, w)
+		}
+	}
 }

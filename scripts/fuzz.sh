@@ -5,7 +5,11 @@
 # interesting inputs, result. A target that fails leaves its
 # input in <pkg>/testdata/fuzz/<Target>/ (commit it with the fix, as a
 # regression seed that plain go test then runs); the script exits 1 when any
-# target failed.
+# target failed. The executions are the go command's last count: its
+# progress lines can stall at a count while the worker goes on
+# (golang/go#51484), and what it had not collected when the time was up is
+# left out, so a count that stalled is a lower bound. Go fails a target
+# whose single input runs over 10 s.
 #
 #   scripts/fuzz.sh [SECONDS]
 #

@@ -311,7 +311,7 @@ func ReservedVar(name string) bool {
 // add_generation_prompt, bos_token or eos_token. An error, including one the
 // template raises, names the template's source.
 func (c *ChatTemplate) Render(messages []Message, addGenerationPrompt bool, vars map[string]any) (string, error) {
-	msgs := make([]any, len(messages))
+	msgs := make(pyList, len(messages))
 	for i, m := range messages {
 		msgs[i] = map[string]any{"role": m.Role, "content": m.Content}
 	}

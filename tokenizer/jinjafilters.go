@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -47,8 +48,134 @@ func chatMethods() exec.Methods {
 	str["strip"] = strip("strip", true, true)
 	str["lstrip"] = strip("lstrip", true, false)
 	str["rstrip"] = strip("rstrip", false, true)
+	split := func(name string, right bool) exec.Method[string] {
+		return func(self string, _ *exec.Value, arguments *exec.VarArgs) (any, error) {
+			var sep any
+			maxsplit := -1
+			if err := arguments.Take(
+				exec.KeywordArgument("sep", exec.AsValue(nil), exec.AnyArgument(&sep)),
+				exec.KeywordArgument("maxsplit", exec.AsValue(-1), exec.IntArgument(&maxsplit)),
+			); err != nil {
+				return nil, exec.ErrInvalidCall(err)
+			}
+			return pySplit(name, self, sep, maxsplit, right)
+		}
+	}
+	str["split"] = split("split", false)
+	str["rsplit"] = split("rsplit", true)
 	m.Str = exec.NewMethodSet(str)
 	return m
+}
+
+// pyList is a list as a chat template sees it (messages, what split
+// returns), indexed as Python indexes: gonja 2.9.1 reads x[-1] of a list of
+// one item as undefined (its test of a negative index is off by one), which
+// made Qwen3's template fail on an assistant message holding </think> but
+// no <think> (content.split('</think>')[0]...split('<think>')[-1]).
+type pyList []any
+
+// GetItem is l[key] for an integer key, negative ones from the end.
+func (l pyList) GetItem(key any) (*exec.Value, bool) {
+	i, ok := key.(int)
+	if !ok {
+		return exec.AsValue(nil), false
+	}
+	if i < 0 {
+		i += len(l)
+	}
+	if i < 0 || i >= len(l) {
+		return exec.AsValue(nil), false
+	}
+	return exec.AsValue(l[i]), true
+}
+
+// pySplit is Python's str.split (or rsplit, from the right) of s: sep nil
+// splits at runs of whitespace and drops empty parts, a string splits at
+// each occurrence; at most maxsplit splits when it is not negative.
+// gonja's own refuses split() without a separator and splits nothing with
+// maxsplit 1.
+func pySplit(name, s string, sep any, maxsplit int, right bool) (pyList, error) {
+	var parts []string
+	switch sep := sep.(type) {
+	case nil:
+		parts = splitSpace(s, maxsplit, right)
+	case string:
+		switch {
+		case sep == "":
+			return nil, fmt.Errorf("%s: empty separator", name)
+		case maxsplit < 0:
+			parts = strings.Split(s, sep)
+		case !right:
+			parts = strings.SplitN(s, sep, maxsplit+1)
+		default:
+			rest := s
+			for len(parts) < maxsplit {
+				k := strings.LastIndex(rest, sep)
+				if k < 0 {
+					break
+				}
+				parts = append(parts, rest[k+len(sep):])
+				rest = rest[:k]
+			}
+			parts = append(parts, rest)
+			slices.Reverse(parts)
+		}
+	default:
+		return nil, fmt.Errorf("%s: sep must be None or str, got %v", name, sep)
+	}
+	l := make(pyList, len(parts))
+	for i, p := range parts {
+		l[i] = p
+	}
+	return l, nil
+}
+
+// splitSpace splits s at runs of Python whitespace, at most maxsplit times
+// (from the right when right is set) when maxsplit is not negative; the
+// unsplit rest keeps its whitespace on the inside.
+func splitSpace(s string, maxsplit int, right bool) []string {
+	parts := []string{}
+	for {
+		if right {
+			s = strings.TrimRightFunc(s, pyIsSpace)
+		} else {
+			s = strings.TrimLeftFunc(s, pyIsSpace)
+		}
+		if s == "" {
+			break
+		}
+		if maxsplit >= 0 && len(parts) == maxsplit {
+			parts = append(parts, s)
+			break
+		}
+		if right {
+			i := lastSpaceEnd(s)
+			parts = append(parts, s[i:])
+			s = s[:i]
+		} else {
+			i := strings.IndexFunc(s, pyIsSpace)
+			if i < 0 {
+				i = len(s)
+			}
+			parts = append(parts, s[:i])
+			s = s[i:]
+		}
+	}
+	if right {
+		slices.Reverse(parts)
+	}
+	return parts
+}
+
+// lastSpaceEnd is where the last run of non-space characters of s starts:
+// the end of its last whitespace character, 0 when it has none.
+func lastSpaceEnd(s string) int {
+	i := strings.LastIndexFunc(s, pyIsSpace)
+	if i < 0 {
+		return 0
+	}
+	_, w := utf8.DecodeRuneInString(s[i:])
+	return i + w
 }
 
 // filterTrim is Jinja's trim: Python's str.strip (gonja's strips what Go's

@@ -160,14 +160,18 @@ func chatCases(nconv int) []templateCase {
 	return cases
 }
 
-// spaceConversations have Unicode whitespace at the edges of their
-// messages, which the real templates strip (Qwen3's content.strip() and
-// .lstrip('\n') of reasoning, Llama 3's | trim): Python strips all that
-// str.isspace accepts (\x1c–\x1f, U+0085, U+00A0, U+3000, …), which gonja's
-// own strip and trim do not.
-var spaceConversations = [][]Message{
+// edgeConversations are where gonja's own methods differ from Python's:
+// Unicode whitespace at the edges of messages, which the real templates
+// strip (Qwen3's content.strip() and .lstrip('\n') of reasoning, Llama 3's
+// | trim) and Python strips all that str.isspace accepts (\x1c–\x1f,
+// U+0085, U+00A0, U+3000, …); and an assistant turn with </think> but no
+// <think>, which Qwen3's template splits and indexes with [-1] (gonja reads
+// the last item of a one-item list as undefined).
+var edgeConversations = [][]Message{
 	{{"system", "\u3000Solve.\u00a0"}, {"user", "\x1c 2+3? \u2003"}},
 	{{"user", "\u00a0\u00a0x"}, {"assistant", "\u3000<think>\n\u2009why\n</think>\n\u00a05\x1f"}, {"user", "\u0085y\u205f"}},
+	{{"user", "0"}, {"assistant", "</think>"}, {"user", "0"}},
+	{{"user", "2+2?"}, {"assistant", "Add them.\n</think>\n\n4"}, {"user", "And 3+3?"}},
 }
 
 // apply_chat_template renders every multi-turn conversation, as text and as
@@ -182,7 +186,7 @@ var spaceConversations = [][]Message{
 func TestRealChatTemplatesAgreeWithPython(t *testing.T) {
 	dir := npmtest.Dir(t)
 	dirs := npmtest.TemplateDirs(t, dir)
-	convs := append(conversations(benchmarkQuestions(t)), spaceConversations...)
+	convs := append(conversations(benchmarkQuestions(t)), edgeConversations...)
 	cases := chatCases(len(convs))
 	layouts := slices.Sorted(maps.Keys(dirs))
 	var reqs []pyApply

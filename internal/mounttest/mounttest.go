@@ -2,6 +2,8 @@
 // does: a small tmpfs that fills up, and a read-only view of a directory.
 // Mounting needs root (CI runs the suite as root); elsewhere the tests that
 // need it are skipped, saying why.
+//go:build linux
+
 package mounttest
 
 import (

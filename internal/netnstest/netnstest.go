@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package netnstest gives tests separate network hosts on one Linux
 // machine: network namespaces joined by veth pairs, whose links a test cuts
 // and mends to stage a network fault between real processes.

@@ -408,10 +408,7 @@ func (as *assembly) add(h nats.Header, data []byte) error {
 		return fmt.Errorf("bad %s header %q for a payload of %d bytes", hdrChunk, h.Get(hdrChunk), size)
 	}
 	sum := h.Get(hdrSum)
-	if as.n == 0 {
-		as.n, as.size, as.sum = n, size, sum
-		as.chunks = map[int]piece{}
-	} else if n != as.n || size != as.size || sum != as.sum {
+	if as.n > 0 && (n != as.n || size != as.size || sum != as.sum) {
 		// A payload published again with other contents (a non-deterministic
 		// restart): the first one stands, the other is refused loudly.
 		return fmt.Errorf("chunk %d/%d of a payload of %d bytes (sha256 %.12s…) mixes with one of %d chunks, %d bytes (sha256 %.12s…)",
@@ -423,6 +420,10 @@ func (as *assembly) add(h nats.Header, data []byte) error {
 	lo, err := strconv.Atoi(h.Get(hdrOffset))
 	if err != nil || lo < 0 || lo > size || len(data) > size-lo {
 		return fmt.Errorf("chunk %d/%d of %d bytes at offset %q does not fit a payload of %d bytes", i, n, len(data), h.Get(hdrOffset), size)
+	}
+	if as.n == 0 { // the first chunk taken says what the payload is
+		as.n, as.size, as.sum = n, size, sum
+		as.chunks = map[int]piece{}
 	}
 	as.chunks[i] = piece{off: lo, data: bytes.Clone(data)}
 	as.held += len(data)

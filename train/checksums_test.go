@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/hacrl/hacrl/internal/flip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,7 +15,6 @@ import (
 	"github.com/hacrl/hacrl/internal/checksum"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
-	"github.com/hacrl/hacrl/safetensors"
 )
 
 // checksumConfig is tinyConfig's three agents, llama-bpe with LoRA
@@ -27,41 +27,10 @@ func checksumConfig(t *testing.T) *config.Config {
 	return cfg
 }
 
-// flipTensor inverts 16 bytes in the middle of the data of one tensor of a
-// safetensors file (the middle one in name order) and returns its name.
-func flipTensor(t *testing.T, path string) string {
-	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := f.Names()[len(f.Names())/2]
-	b, e, _ := f.Range(name)
-	f.Close()
-	flipBytes(t, path, (b+e)/2-8)
-	return name
-}
-
-// flipBytes inverts 16 bytes of a file from offset off (its middle when
-// off is negative), as the fault campaign did.
-func flipBytes(t *testing.T, path string, off int64) {
-	t.Helper()
-	data := must(os.ReadFile(path))
-	if off < 0 {
-		off = int64(len(data))/2 - 8
-	}
-	for i := off; i < off+16 && i < int64(len(data)); i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // bumpDigit changes, in a JSON file, the first digit after the first
 // occurrence of key at or after line (0-based), to the next digit: a
 // change that leaves valid JSON, which only the checksums can see.
-func bumpDigit(t *testing.T, path, key string, line int) {
+func bumpDigit(t testing.TB, path, key string, line int) {
 	t.Helper()
 	data := must(os.ReadFile(path))
 	start := 0
@@ -85,7 +54,7 @@ func bumpDigit(t *testing.T, path, key string, line int) {
 // swapTokens exchanges the ids of two ordinary tokens of a tokenizer.json:
 // still a valid tokenizer, which only the checksums show is not the one
 // saved.
-func swapTokens(t *testing.T, path string) {
+func swapTokens(t testing.TB, path string) {
 	t.Helper()
 	var tok map[string]any
 	if err := json.Unmarshal(must(os.ReadFile(path)), &tok); err != nil {
@@ -162,36 +131,36 @@ func TestChecksumsFindDamage(t *testing.T) {
 	cases := []struct {
 		name   string
 		file   func(out string) string
-		damage func(t *testing.T, path string) string // returns the tensor changed, if any
+		damage func(t testing.TB, path string) string // returns the tensor changed, if any
 		refuse string                                 // "": set aside and fall back; else in the error
 	}{
 		{"intact", nil, nil, ""},
-		{"weights tensor", agentFile("gpt-char", model.WeightsFile), flipTensor, ""},
-		{"optimizer tensor", agentFile("llama-char", model.OptimizerFile), flipTensor, ""},
-		{"adapter tensor", agentFile("llama-bpe", model.AdapterWeightsFile), flipTensor, ""},
-		{"adapter config", agentFile("llama-bpe", model.AdapterConfigFile), func(t *testing.T, p string) string {
+		{"weights tensor", agentFile("gpt-char", model.WeightsFile), flip.Tensor, ""},
+		{"optimizer tensor", agentFile("llama-char", model.OptimizerFile), flip.Tensor, ""},
+		{"adapter tensor", agentFile("llama-bpe", model.AdapterWeightsFile), flip.Tensor, ""},
+		{"adapter config", agentFile("llama-bpe", model.AdapterConfigFile), func(t testing.TB, p string) string {
 			bumpDigit(t, p, `"lora_alpha"`, 0)
 			return ""
 		}, ""},
-		{"tokenizer.json", agentFile("llama-bpe", "tokenizer.json"), func(t *testing.T, p string) string {
-			flipBytes(t, p, -1)
+		{"tokenizer.json", agentFile("llama-bpe", "tokenizer.json"), func(t testing.TB, p string) string {
+			flip.Bytes(t, p, -1)
 			return ""
 		}, ""},
-		{"tokenizer_config.json", agentFile("gpt-char", "tokenizer_config.json"), func(t *testing.T, p string) string {
-			flipBytes(t, p, 20)
+		{"tokenizer_config.json", agentFile("gpt-char", "tokenizer_config.json"), func(t testing.TB, p string) string {
+			flip.Bytes(t, p, 20)
 			return ""
 		}, ""},
-		{"config.json", agentFile("llama-char", model.ConfigFile), func(t *testing.T, p string) string {
+		{"config.json", agentFile("llama-char", model.ConfigFile), func(t testing.TB, p string) string {
 			bumpDigit(t, p, `"rms_norm_eps"`, 0)
 			return ""
 		}, ""},
-		{"state.json", func(out string) string { return filepath.Join(checkpointDir(out, 3), "state.json") }, func(t *testing.T, p string) string {
+		{"state.json", func(out string) string { return filepath.Join(checkpointDir(out, 3), "state.json") }, func(t testing.TB, p string) string {
 			bumpDigit(t, p, `"time/eval"`, 0)
 			return ""
 		}, ""},
-		{"reference model", func(out string) string { return filepath.Join(out, "reference", "gpt-char", model.WeightsFile) }, flipTensor,
+		{"reference model", func(out string) string { return filepath.Join(out, "reference", "gpt-char", model.WeightsFile) }, flip.Tensor,
 			"resume: reference model of gpt-char: "},
-		{"earlier metrics record", func(out string) string { return filepath.Join(out, metrics.FileName) }, func(t *testing.T, p string) string {
+		{"earlier metrics record", func(out string) string { return filepath.Join(out, metrics.FileName) }, func(t testing.TB, p string) string {
 			bumpDigit(t, p, `"accuracy/train"`, 4)
 			return ""
 		}, "line 5 differs from the record the checkpoint covers"},
@@ -282,7 +251,7 @@ func TestLoadSavedChecksChecksums(t *testing.T) {
 			defer os.WriteFile(c.file, orig, 0o644)
 			wants := []string{c.file + ": "}
 			if c.tensor {
-				wants = append(wants, `tensor "`+flipTensor(t, c.file)+`"`)
+				wants = append(wants, `tensor "`+flip.Tensor(t, c.file)+`"`)
 			} else {
 				swapTokens(t, c.file)
 			}
@@ -326,7 +295,7 @@ func TestResumeRepairsFinal(t *testing.T) {
 	trainWith(t, cfg, Options{})
 	dst := filepath.Join(cfg.Out, "final", "gpt-char")
 	want := digest(t, dst)
-	tensor := flipTensor(t, filepath.Join(dst, model.WeightsFile))
+	tensor := flip.Tensor(t, filepath.Join(dst, model.WeightsFile))
 	sum, rec := trainWith(t, cfg, Options{Resume: true})
 	for _, w := range []string{"resume: final agent " + dst + " is damaged, writing it again from the last checkpoint", `tensor "` + tensor + `"`} {
 		if !strings.Contains(rec.text(), w) {

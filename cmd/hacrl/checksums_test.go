@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"github.com/hacrl/hacrl/internal/flip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,6 @@ import (
 
 	"github.com/hacrl/hacrl/internal/checksum"
 	"github.com/hacrl/hacrl/model"
-	"github.com/hacrl/hacrl/safetensors"
 )
 
 // The commands that load a saved agent refuse one whose files differ from
@@ -87,7 +87,7 @@ checkpoint: {every: 0}
 			}
 			orig := must(os.ReadFile(c.file))
 			defer os.WriteFile(c.file, orig, 0o644)
-			tensor := flipTensor(t, c.file)
+			tensor := flip.Tensor(t, c.file)
 			for name, run := range commands {
 				stderr, code := run(c.agent)
 				for _, w := range []string{c.file + ": ", `tensor "` + tensor + `"`, filepath.Join(c.agent, checksum.FileName)} {
@@ -104,25 +104,4 @@ checkpoint: {every: 0}
 			}
 		})
 	}
-}
-
-// flipTensor inverts 16 bytes in the middle of the data of one tensor of a
-// safetensors file (the middle one in name order) and returns its name.
-func flipTensor(t *testing.T, path string) string {
-	t.Helper()
-	f, err := safetensors.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := f.Names()[len(f.Names())/2]
-	b, e, _ := f.Range(name)
-	f.Close()
-	data := must(os.ReadFile(path))
-	for i := (b+e)/2 - 8; i < (b+e)/2+8; i++ {
-		data[i] ^= 0xff
-	}
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return name
 }

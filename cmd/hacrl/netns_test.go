@@ -3,7 +3,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -25,19 +24,7 @@ const hostWait = 6 * time.Second
 // startOn starts hacrl with args on host h, its output read as it comes.
 func startOn(t *testing.T, h *netnstest.Host, env []string, args ...string) *liveRun {
 	t.Helper()
-	l := &liveRun{done: make(chan error, 1)}
-	l.cmd = h.Command(hacrlBin(t), args...)
-	l.cmd.Env = append(os.Environ(), env...)
-	l.cmd.Stdout, l.cmd.Stderr = l, l
-	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { l.done <- l.cmd.Wait() }()
-	t.Cleanup(func() {
-		l.cmd.Process.Kill()
-		<-l.done
-	})
-	return l
+	return startCmd(t, h.Command(hacrlBin(t), args...), env)
 }
 
 // hostRun is a bus on a hub host and one leaf host per agent of the

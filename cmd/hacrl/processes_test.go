@@ -154,8 +154,14 @@ func (l *liveRun) String() string {
 
 func startLive(t *testing.T, env []string, args ...string) *liveRun {
 	t.Helper()
-	l := &liveRun{done: make(chan error, 1)}
-	l.cmd = exec.Command(hacrlBin(t), args...)
+	return startCmd(t, exec.Command(hacrlBin(t), args...), env)
+}
+
+// startCmd starts cmd with env added to this process's, its output read as
+// it comes; it is killed when the test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd, env []string) *liveRun {
+	t.Helper()
+	l := &liveRun{cmd: cmd, done: make(chan error, 1)}
 	l.cmd.Env = append(os.Environ(), env...)
 	l.cmd.Stdout, l.cmd.Stderr = l, l
 	if err := l.cmd.Start(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"github.com/hacrl/hacrl/internal/timebox"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -82,7 +83,7 @@ func FuzzLoadJSONL(f *testing.F) {
 		opts := fuzzOptions(rule, withID)
 		var ps []task.Problem
 		var err error
-		inTime(t, 10*time.Second, func() { ps, err = LoadJSONL(path, opts) })
+		timebox.Run(t, 10*time.Second, func() { ps, err = LoadJSONL(path, opts) })
 		if err != nil {
 			checkFileError(t, err, path, bytes.Count(data, []byte("\n"))+1, "records")
 			return
@@ -156,7 +157,7 @@ func FuzzLoadParquet(f *testing.F) {
 		}
 		var ps []task.Problem
 		var err error
-		inTime(t, 10*time.Second, func() { ps, err = LoadParquet(path, opts) })
+		timebox.Run(t, 10*time.Second, func() { ps, err = LoadParquet(path, opts) })
 		if err != nil {
 			if !strings.HasPrefix(err.Error(), "dataset "+path+": ") {
 				t.Fatalf("error names no file: %v", err)
@@ -246,26 +247,5 @@ func checkProblems(t *testing.T, ps []task.Problem) {
 		if back[i] != want {
 			t.Fatalf("problem %d read back as %+v, want %+v", i, back[i], want)
 		}
-	}
-}
-
-// inTime runs fn and fails t when it takes longer than d: an input that
-// makes the reader hang (or allocate for minutes) is a finding too, which
-// the fuzzer would otherwise only see as a stalled worker. A panic in fn is
-// raised again in the test's goroutine.
-func inTime(t *testing.T, d time.Duration, fn func()) {
-	t.Helper()
-	done := make(chan any, 1)
-	go func() {
-		defer func() { done <- recover() }()
-		fn()
-	}()
-	select {
-	case p := <-done:
-		if p != nil {
-			panic(p)
-		}
-	case <-time.After(d):
-		t.Fatalf("took more than %v", d)
 	}
 }

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/hacrl/hacrl/internal/timebox"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -126,7 +127,7 @@ func FuzzTokenizerJSON(f *testing.F) {
 		f.Add(readFile(f, filepath.Join("..", "examples", "agents", a, "tokenizer.json")), "3+4=7")
 	}
 	f.Fuzz(func(t *testing.T, data []byte, text string) {
-		inTime(t, 10*time.Second, func() { checkTokenizerJSON(t, data, text) })
+		timebox.Run(t, 10*time.Second, func() { checkTokenizerJSON(t, data, text) })
 	})
 }
 
@@ -406,25 +407,4 @@ func FuzzStripMethods(f *testing.F) {
 			}
 		}
 	})
-}
-
-// inTime runs fn and fails t when it takes longer than d: an input that
-// makes the reader hang (or allocate for minutes) is a finding too, which
-// the fuzzer would otherwise only see as a stalled worker. A panic in fn is
-// raised again in the test's goroutine.
-func inTime(t *testing.T, d time.Duration, fn func()) {
-	t.Helper()
-	done := make(chan any, 1)
-	go func() {
-		defer func() { done <- recover() }()
-		fn()
-	}()
-	select {
-	case p := <-done:
-		if p != nil {
-			panic(p)
-		}
-	case <-time.After(d):
-		t.Fatalf("took more than %v", d)
-	}
 }

@@ -30,6 +30,18 @@ func Agents(recs []Record) []string {
 	return slices.Sorted(maps.Keys(set))
 }
 
+// OfAgent returns the records of agent among recs, in order ("" selects
+// the run-wide records).
+func OfAgent(recs []Record, agent string) []Record {
+	var out []Record
+	for _, r := range recs {
+		if r.Agent == agent {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // WriteCSV writes recs as CSV with a header row: step, agent, time, then one
 // column per metric key of Keys(recs). A value a record lacks is an empty
 // cell; NaN is written as "NaN".

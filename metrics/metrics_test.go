@@ -388,3 +388,22 @@ func TestFullDiskLeavesWholeRecords(t *testing.T) {
 		t.Fatalf("%d records read back, want the %d written", len(recs), written)
 	}
 }
+
+func TestOfAgent(t *testing.T) {
+	recs := []Record{{Step: 1, Agent: "a"}, {Step: 1}, {Step: 1, Agent: "b"}, {Step: 2, Agent: "a"}}
+	for _, tc := range []struct {
+		agent string
+		steps []int
+	}{{"a", []int{1, 2}}, {"", []int{1}}, {"b", []int{1}}, {"c", nil}} {
+		var steps []int
+		for _, r := range OfAgent(recs, tc.agent) {
+			if r.Agent != tc.agent {
+				t.Errorf("OfAgent(%q) returned a record of %q", tc.agent, r.Agent)
+			}
+			steps = append(steps, r.Step)
+		}
+		if !reflect.DeepEqual(steps, tc.steps) {
+			t.Errorf("OfAgent(%q): steps %v, want %v", tc.agent, steps, tc.steps)
+		}
+	}
+}

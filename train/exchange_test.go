@@ -124,7 +124,7 @@ func testMembers(t *testing.T, semantics string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g, w := deterministic(agentRecords(got, name)), deterministic(agentRecords(want, name)); !reflect.DeepEqual(g, w) {
+		if g, w := deterministic(metrics.OfAgent(got, name)), deterministic(metrics.OfAgent(want, name)); !reflect.DeepEqual(g, w) {
 			t.Fatalf("member %s: metrics differ from the single-process run's:\n got %v\nwant %v", name, g, w)
 		}
 		// Its rollout log is the whole pool, with what it made of each response.
@@ -152,17 +152,6 @@ func testMembers(t *testing.T, semantics string) {
 			t.Errorf("member %s told the exchange to keep from step %d, want 2", name, ex.keep[name])
 		}
 	}
-}
-
-// agentRecords are recs of agent (its step and eval records).
-func agentRecords(recs []metrics.Record, agent string) []metrics.Record {
-	var out []metrics.Record
-	for _, r := range recs {
-		if r.Agent == agent {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func readLog(t *testing.T, path string) []rollout.Record {
@@ -324,7 +313,7 @@ func TestMembersStopTogether(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if g, w := deterministic(agentRecords(got, name)), deterministic(agentRecords(want, name)); !reflect.DeepEqual(g, w) {
+		if g, w := deterministic(metrics.OfAgent(got, name)), deterministic(metrics.OfAgent(want, name)); !reflect.DeepEqual(g, w) {
 			t.Fatalf("member %s stopped and resumed: metrics differ from the single-process run's:\n got %v\nwant %v", name, g, w)
 		}
 	}

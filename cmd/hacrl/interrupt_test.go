@@ -228,17 +228,6 @@ func TestAgentsStopTogether(t *testing.T) {
 		}
 	}
 	for _, name := range procAgents {
-		sameMetrics(t, name+" stopped and resumed", agentMetrics(stableMetrics(t, filepath.Join(out, "agents", name, "metrics.jsonl")), name), agentMetrics(want, name))
+		sameMetrics(t, name+" stopped and resumed", metrics.OfAgent(stableMetrics(t, filepath.Join(out, "agents", name, "metrics.jsonl")), name), metrics.OfAgent(want, name))
 	}
-}
-
-// agentMetrics are the records of agent among recs.
-func agentMetrics(recs []metrics.Record, agent string) []metrics.Record {
-	var out []metrics.Record
-	for _, r := range recs {
-		if r.Agent == agent {
-			out = append(out, r)
-		}
-	}
-	return out
 }

@@ -61,18 +61,8 @@ func (h *hostRun) sameAsReference(t *testing.T, want []metrics.Record) {
 	t.Helper()
 	for _, name := range hostAgents {
 		got := stableMetrics(t, filepath.Join(h.out, "agents", name, "metrics.jsonl"))
-		sameMetrics(t, name, agentRecords(got, name), agentRecords(want, name))
+		sameMetrics(t, name, metrics.OfAgent(got, name), metrics.OfAgent(want, name))
 	}
-}
-
-func agentRecords(recs []metrics.Record, agent string) []metrics.Record {
-	var out []metrics.Record
-	for _, r := range recs {
-		if r.Agent == agent {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // TestHostsRideOutShortCut: the link of one agent's host is cut for less

@@ -40,7 +40,7 @@ func (p *procFlags) register(f *pflag.FlagSet) {
 	f.StringSliceVar(&p.only, "agents", nil, "with --processes: start only these agents here; the others join with hacrl agent --bus")
 	f.StringVar(&p.listen, "bus-listen", "", "with --processes: the embedded server's address host:port (default 127.0.0.1 on a free port)")
 	f.IntVar(&p.restarts, "max-restarts", 3, "with --processes: how often an agent process that dies (killed, out of memory) is started again with --resume")
-	f.DurationVar(&p.wait, "wait", time.Hour, "with --processes: how long an agent waits at a step for the others' rollouts")
+	f.DurationVar(&p.wait, "wait", time.Hour, "with --processes: how long any wait of an agent on the bus may last (the others' rollouts at a step, connecting, publishing, recording)")
 }
 
 // trainProcesses runs cfg's agents as processes of this executable (hacrl

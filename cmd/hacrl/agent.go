@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -359,21 +358,8 @@ func defaultRunID(name string) string {
 // revision the toolchain stamped (with "+dirty" for a modified tree), else
 // the SHA-256 of the executable.
 func codeVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		var rev, dirty string
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				rev = s.Value
-			case "vcs.modified":
-				if s.Value == "true" {
-					dirty = "+dirty"
-				}
-			}
-		}
-		if rev != "" && dirty == "" {
-			return bi.Main.Version + " " + rev
-		}
+	if version, rev, dirty := buildStamp(); rev != "" && !dirty {
+		return version + " " + rev
 	}
 	exe, err := os.Executable()
 	if err == nil {

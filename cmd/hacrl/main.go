@@ -133,6 +133,7 @@ func rootCmd() *cobra.Command {
 		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionText(),
 		PersistentPreRunE: func(*cobra.Command, []string) error {
 			if xlaPlugin != "" {
 				abs, err := filepath.Abs(xlaPlugin)
@@ -168,6 +169,7 @@ func rootCmd() *cobra.Command {
 		generateCmd(), scoreCmd(), promptCmd(), mergeCmd(), serveCmd(), agentCmd(), busCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr{err.Error()} })
 	usageErrors(root)
+	root.SetVersionTemplate(versionTemplate(root.Version))
 	return root
 }
 

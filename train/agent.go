@@ -2,10 +2,13 @@ package train
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 
 	"github.com/gomlx/compute"
@@ -192,10 +195,41 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 	return newAgent(b, i, ac, 0, withRef, log)
 }
 
+// hubID is the shape of a Hugging Face hub id: owner/name.
+var hubID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// checkpointDirErr says what is wrong with agents[i].checkpoint when dir is
+// not a directory here; a path shaped like a hub id gets the word that hacrl
+// downloads nothing, and how to make the directory.
+func checkpointDirErr(i int, dir string) error {
+	st, err := os.Stat(dir)
+	if err == nil && st.IsDir() {
+		return nil
+	}
+	key := fmt.Sprintf("agents[%d].checkpoint", i)
+	want := "want a model directory: config.json, model.safetensors (or shards), tokenizer.json"
+	if err == nil {
+		return fmt.Errorf("%s: %s is a file; %s", key, dir, want)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	msg := fmt.Sprintf("%s: no directory %s (%s)", key, dir, want)
+	if hubID.MatchString(dir) {
+		msg += fmt.Sprintf("; if %s is a Hugging Face hub id: hacrl downloads nothing — fetch it on a machine with network (huggingface-cli download %s --local-dir DIR) and give DIR", dir, dir)
+	}
+	return errors.New(msg)
+}
+
 // newAgent is loadAgent for an agent whose LoRA adapters, if its config has
 // a lora section, draw their initial A matrices with loraSeed.
 func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef bool, log func(string)) (*Agent, error) {
 	config.FillDefaults(&ac) // a config built in code, not parsed
+	if ac.Checkpoint != "" {
+		if err := checkpointDirErr(i, ac.Checkpoint); err != nil {
+			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
+		}
+	}
 	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
 	tmpl, note, err := AgentTemplate(ac.Template, ac.Checkpoint, ac.Tokenizer)
 	if err != nil {

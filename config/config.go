@@ -918,6 +918,15 @@ func lineOf(lines map[string]int, path string) int {
 // Validate reports every impossible setting, each by its key path.
 func (c *Config) Validate() error { return c.validate(nil) }
 
+// AgentNames returns the names of c's agents, in config order.
+func (c *Config) AgentNames() []string {
+	names := make([]string, len(c.Agents))
+	for i, a := range c.Agents {
+		names[i] = a.Name
+	}
+	return names
+}
+
 func (c *Config) validate(lines map[string]int) error {
 	var errs []error
 	bad := collector(&errs, lines)

@@ -500,3 +500,10 @@ func TestTaskOverride(t *testing.T) {
 		})
 	}
 }
+
+func TestAgentNames(t *testing.T) {
+	c := &Config{Agents: []Agent{{Name: "b"}, {Name: "a"}}}
+	if got := c.AgentNames(); !reflect.DeepEqual(got, []string{"b", "a"}) {
+		t.Errorf("AgentNames = %v, want [b a] (config order)", got)
+	}
+}

@@ -94,10 +94,7 @@ func testMembers(t *testing.T, semantics string) {
 		t.Fatal(err)
 	}
 
-	var names []string
-	for _, a := range cfg.Agents {
-		names = append(names, a.Name)
-	}
+	names := cfg.AgentNames()
 	ex := newMemExchange(names)
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -239,10 +236,7 @@ func TestMembersStopTogether(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, a := range cfg.Agents {
-		names = append(names, a.Name)
-	}
+	names := cfg.AgentNames()
 	ahead, behind := names[0], names[len(names)-1]
 
 	train := func(ex func(name string) Exchange, resume bool, ctxs map[string]context.Context) []error {

@@ -159,9 +159,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 		obs = logObserver{}
 	}
 	r := &Run{cfg: cfg, algo: algo, obs: obs, seed: uint64(cfg.Seed), firstEvalStep: -1, lastEvalStep: -1, member: opts.Member}
-	for _, ac := range cfg.Agents {
-		r.names = append(r.names, ac.Name)
-	}
+	r.names = cfg.AgentNames()
 	if m := opts.Member; m != nil && (m.Exchange == nil || !slices.Contains(r.names, m.Agent)) {
 		return nil, fmt.Errorf("train: member process: agent %q is not one of the config's agents %v (or no exchange)", m.Agent, r.names)
 	}

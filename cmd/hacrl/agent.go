@@ -131,10 +131,7 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 	interrupt, cancel := sess.interrupts(ctx, stderr)
 	defer cancel()
 	ctx = context.WithoutCancel(ctx)
-	var names []string
-	for _, a := range cfg.Agents {
-		names = append(names, a.Name)
-	}
+	names := cfg.AgentNames()
 	if b.wait <= 0 {
 		return usage("--wait must be positive, got %v", b.wait)
 	}

@@ -55,10 +55,7 @@ func (p *procFlags) register(f *pflag.FlagSet) {
 func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg *config.Config, o trainOverrides, p procFlags, opts train.Options) error {
 	onInterrupt("telling every agent to stop: they stop after the same step and save a checkpoint there")
 	stderr := &lockedWriter{w: cmd.ErrOrStderr()}
-	names := make([]string, len(cfg.Agents))
-	for i, a := range cfg.Agents {
-		names[i] = a.Name
-	}
+	names := cfg.AgentNames()
 	local, err := p.localAgents(names)
 	if err != nil {
 		return err

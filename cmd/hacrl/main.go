@@ -60,7 +60,7 @@ var interruptNote atomic.Pointer[string]
 // onInterrupt sets what the first interrupt of this process is said to do.
 func onInterrupt(what string) { interruptNote.Store(&what) }
 
-// checkpointOnInterrupt is what train and agent do on an interrupt.
+// checkpointOnInterrupt is what hacrl train in one process does on an interrupt.
 const checkpointOnInterrupt = "finishing the current step and saving a checkpoint"
 
 // gcHeadroom is the garbage hacrl lets its heap collect above what is live

@@ -28,6 +28,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/url"
 	"os"
@@ -37,6 +38,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hacrl/hacrl/dataset"
+	"github.com/hacrl/hacrl/hacpo"
+	"github.com/hacrl/hacrl/task"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -90,6 +94,13 @@ type Config struct {
 	// (GoMLX graphs, the path for GPUs) or auto (native for float32 models on
 	// the CPU backend, graph otherwise).
 	Engine string `yaml:"engine,omitempty" json:"engine,omitempty" default:"auto"`
+
+	// Sets are the command-line overrides (--set KEY=VALUE) applied to the
+	// file, as given; their values are in the fields above. Not part of the
+	// YAML: OUT/config.yaml records them in a comment.
+	Sets []string `yaml:"-" json:"-"`
+
+	src *source // where the values came from (see Where)
 }
 
 // checkEngine reports an engine name other than auto, native or graph.
@@ -768,51 +779,84 @@ type Rollouts struct {
 	Every int `yaml:"every,omitempty" json:"every,omitempty"`
 }
 
-// Load reads, checks and fills in defaults for a config file.
-func Load(path string) (*Config, error) {
+// Load reads, checks and fills in defaults for a config file, with the
+// overrides sets applied to it (see Set).
+func Load(path string, sets ...Set) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(data)
+	c, err := Parse(data, sets...)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
 }
 
-// Parse decodes YAML strictly, applies defaults and validates. Only keys left
-// out (or given no value) take defaults: a key given a value that its
-// default would replace (top_p: 0) is an error naming its path and line.
-func Parse(data []byte) (*Config, error) {
+// Parse decodes YAML strictly, applies the overrides sets, applies defaults
+// and validates. Only keys left out (or given no value) take defaults: a key
+// given a value that its default would replace (top_p: 0) is an error naming
+// its path and line (or its --set).
+//
+// The config keeps where each value came from, so that later checks of it
+// (Validate, train.Resolve) name the line or the --set too (see Where); its
+// Sets are the overrides' arguments.
+func Parse(data []byte, sets ...Set) (*Config, error) {
 	var c Config
-	lines, err := decodeStrict(data, &c)
+	src, err := decodeStrict(data, &c, sets)
 	if err != nil {
 		return nil, err
 	}
+	c.src = src
+	c.Sets = SetArgs(sets)
+	if len(c.Sets) == 0 {
+		c.Sets = nil
+	}
 	c.applyDefaults()
-	if err := c.validate(lines); err != nil {
+	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
 }
 
 // decodeStrict decodes a YAML document into v (a pointer to a config struct)
-// after checkKeys, and returns the line of every key path.
-func decodeStrict(data []byte, v any) (map[string]int, error) {
+// after applying sets and checkKeys, and returns where every key came from.
+func decodeStrict(data []byte, v any, sets []Set) (*source, error) {
 	var root yaml.Node
-	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil {
+	if err := yaml.NewDecoder(bytes.NewReader(data)).Decode(&root); err != nil && !(errors.Is(err, io.EOF) && len(sets) > 0) {
 		return nil, fmt.Errorf("not valid YAML: %w", err)
 	}
-	lines := map[string]int{}
-	if err := checkKeys(&root, reflect.TypeOf(v).Elem(), "", lines); err != nil {
+	src := &source{lines: map[string]int{}, sets: sets}
+	if len(sets) > 0 {
+		if err := src.apply(&root); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkKeys(&root, reflect.TypeOf(v).Elem(), "", src); err != nil {
 		return nil, err
 	}
 	if err := root.Decode(v); err != nil {
 		return nil, err
 	}
-	return lines, nil
+	return src, nil
 }
+
+// Equal reports whether c and o hold the same values (and the same Sets),
+// wherever the values came from: the lines that Where cites are left out.
+// Two parses of the same config in different layouts are Equal.
+func (c *Config) Equal(o *Config) bool {
+	x, y := *c, *o
+	x.src, y.src = nil, nil
+	return reflect.DeepEqual(x, y)
+}
+
+// Where names the key at path for a message about its value: "path (line
+// N)" with the line of the file that gives it (or, for a key the file leaves
+// out, its nearest parent's), "--set KEY=VALUE" when an override set it, or
+// the path alone for a config that was not parsed from a file. Checks made
+// after Parse (train.Resolve's) write their errors as Where(path) + ": " +
+// what is expected.
+func (c *Config) Where(path string) string { return c.src.where(path) }
 
 // applyDefaults fills what was left unset: the literal defaults of the
 // fields' default tags, then the defaults derived from other fields.
@@ -889,15 +933,11 @@ func baseName(p string) string {
 // badFunc records a problem with the setting at a key path.
 type badFunc func(path, format string, args ...any)
 
-// collector returns a badFunc that appends to errs, naming each path's line
-// when lines knows it (or, for a path lines lacks, its nearest parent's).
-func collector(errs *[]error, lines map[string]int) badFunc {
+// collector returns a badFunc that appends to errs, naming each path's
+// place (see source.where).
+func collector(errs *[]error, src *source) badFunc {
 	return func(path, format string, args ...any) {
-		where := path
-		if l := lineOf(lines, path); l > 0 {
-			where = fmt.Sprintf("%s (line %d)", path, l)
-		}
-		*errs = append(*errs, fmt.Errorf("%s: "+format, append([]any{where}, args...)...))
+		*errs = append(*errs, fmt.Errorf("%s: "+format, append([]any{src.where(path)}, args...)...))
 	}
 }
 
@@ -915,8 +955,11 @@ func lineOf(lines map[string]int, path string) int {
 	return 0
 }
 
-// Validate reports every impossible setting, each by its key path.
-func (c *Config) Validate() error { return c.validate(nil) }
+// Validate reports every impossible setting, each by its key path and,
+// for a parsed config, its line or --set (changes made since, such as
+// --steps, are named by the key path alone when the file does not give
+// the key).
+func (c *Config) Validate() error { return c.validate() }
 
 // AgentNames returns the names of c's agents, in config order.
 func (c *Config) AgentNames() []string {
@@ -927,9 +970,9 @@ func (c *Config) AgentNames() []string {
 	return names
 }
 
-func (c *Config) validate(lines map[string]int) error {
+func (c *Config) validate() error {
 	var errs []error
-	bad := collector(&errs, lines)
+	bad := collector(&errs, c.src)
 	if c.Steps < 0 {
 		bad("steps", "must be >= 0, got %d", c.Steps)
 	}
@@ -949,15 +992,11 @@ func (c *Config) validate(lines map[string]int) error {
 		validateReward(c.Reward, bad)
 	}
 	b := c.Batch
-	if b.PromptsPerStep <= 0 {
-		bad("batch.prompts_per_step", "must be > 0, got %d", b.PromptsPerStep)
-	}
+	positive(bad, c.src, "batch.prompts_per_step", b.PromptsPerStep, "prompts drawn each step")
 	if b.ResponsesPerPrompt <= 0 {
 		bad("batch.responses_per_prompt", "must be > 0, got %d", b.ResponsesPerPrompt)
 	}
-	if b.MiniBatch <= 0 {
-		bad("batch.mini_batch", "must be > 0 (sequences per optimizer update), got %d", b.MiniBatch)
-	}
+	positive(bad, c.src, "batch.mini_batch", b.MiniBatch, "sequences per optimizer update")
 	if b.MicroBatch < 0 {
 		bad("batch.micro_batch", "must be >= 0, got %d", b.MicroBatch)
 	}
@@ -982,14 +1021,14 @@ func (c *Config) validate(lines map[string]int) error {
 			bad(p, "give exactly one of checkpoint or model")
 		}
 		if a.Model != nil {
-			validateModel(p+".model", a.Model, bad)
+			validateModel(p+".model", a.Model, bad, c.src)
 			if a.Tokenizer == "" {
 				bad(p+".tokenizer", "required with a new model (path of a tokenizer.json)")
 			}
 		}
 		// An empty kind is left for an agent from a checkpoint: its template.
 		validateTemplate(p+".template", a.Template, a.Model != nil, bad)
-		validateOptimizer(p+".optimizer", a.Optimizer, bad)
+		validateOptimizer(p+".optimizer", a.Optimizer, bad, c.src)
 		s := a.Sampling
 		if s.Temperature != nil && !(*s.Temperature >= 0 && !math.IsInf(*s.Temperature, 0)) {
 			bad(p+".sampling.temperature", "must be >= 0 (0 = greedy), got %g", *s.Temperature)
@@ -1000,14 +1039,12 @@ func (c *Config) validate(lines map[string]int) error {
 		if s.TopK < 0 {
 			bad(p+".sampling.top_k", "must be >= 0 (0 = off), got %d", s.TopK)
 		}
-		if s.MaxNewTokens <= 0 {
-			bad(p+".sampling.max_new_tokens", "must be > 0, got %d", s.MaxNewTokens)
-		}
+		positive(bad, c.src, p+".sampling.max_new_tokens", s.MaxNewTokens, "the longest response in tokens")
 		if s.MaxBatch < 0 {
 			bad(p+".sampling.max_batch", "must be >= 0 (0 = as many as fit a 2 GiB cache), got %d", s.MaxBatch)
 		}
 		if a.LoRA != nil {
-			validateLoRA(p+".lora", a.LoRA, bad)
+			validateLoRA(p+".lora", a.LoRA, bad, c.src)
 		}
 		if a.Rollout != nil {
 			validateRollout(p+".rollout", a.Rollout, bad)
@@ -1021,6 +1058,10 @@ func (c *Config) validate(lines map[string]int) error {
 		default:
 			bad(p+".compute_dtype", "must be float32 or bfloat16, got %q", a.ComputeDType)
 		}
+	}
+	validateMethod(c.Method, bad)
+	if s, err := hacpo.Preset(c.Method.Name); err == nil && s.SharesRollouts && len(c.Agents) == 1 {
+		bad("agents", "method %s shares rollouts between agents and needs at least 2, got 1", s.Method)
 	}
 	switch c.Method.Capability {
 	case "accuracy", "mean_reward":
@@ -1068,8 +1109,11 @@ func (c *Config) validate(lines map[string]int) error {
 		if s.Split != "" && s.Split != "test" && s.Split != "train" {
 			bad(p+".split", "must be test or train, got %q", s.Split)
 		}
-		if s.Split != "" && c.Task != nil && s.Problems <= 0 {
-			bad(p+".problems", "must be > 0 for a generated task's split")
+		if s.Benchmark != "" && !slices.Contains(dataset.Benchmarks(), s.Benchmark) {
+			bad(p+".benchmark", "unknown benchmark %q; valid: %s", s.Benchmark, strings.Join(dataset.Benchmarks(), ", "))
+		}
+		if s.Split != "" && c.Task != nil && s.Problems == 0 {
+			bad(p+".problems", "required for a generated task's split (how many of its endless problems to evaluate)")
 		}
 		if s.Problems < 0 {
 			bad(p+".problems", "must be >= 0 (0 = all), got %d", s.Problems)
@@ -1123,17 +1167,36 @@ func validateTask(path string, t *Task, bad badFunc) {
 	case "":
 		bad(path+".name", "required (arith or countdown)")
 		return
-	case "arith", "countdown":
 	default:
-		bad(path+".name", "must be arith or countdown, got %q", t.Name)
-		return
+		if !slices.Contains(task.Names(), t.Name) {
+			bad(path+".name", "unknown task %q; valid: %s", t.Name, strings.Join(task.Names(), ", "))
+			return
+		}
 	}
 	v := reflect.ValueOf(t).Elem()
+	other := false
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
 		if owner := f.Tag.Get("task"); owner != "" && owner != t.Name && !v.Field(i).IsZero() {
 			bad(path+"."+yamlName(f), "is an option of %s, not of %s", owner, t.Name)
+			other = true
 		}
+	}
+	if other {
+		return
+	}
+	// The ranges are the task's: ask it.
+	_, err := task.New(t.Name, task.Options{
+		Seed: t.Seed, FormatWeight: t.FormatWeight,
+		Digits: t.Digits, Ops: t.Ops, Operators: t.Operators, MulDigits: t.MulDigits,
+		Numbers: t.Numbers, MaxNumber: t.MaxNumber, MaxTarget: t.MaxTarget, Fractions: t.Fractions,
+	})
+	var oe *task.OptionError
+	switch {
+	case errors.As(err, &oe):
+		bad(path+"."+oe.Option, "%s", oe.Reason)
+	case err != nil:
+		bad(path, "%v", err)
 	}
 }
 
@@ -1181,13 +1244,17 @@ func LlamaHidden(dim int) int {
 }
 
 // validateModel checks a new model's section; path is its key path.
-func validateModel(path string, m *NewModel, bad badFunc) {
+func validateModel(path string, m *NewModel, bad badFunc, src *source) {
 	if m.Family != "gpt" && m.Family != "llama" {
 		bad(path+".family", "must be gpt or llama, got %q", m.Family)
 	}
-	if m.Dim <= 0 || m.Layers <= 0 || m.Heads <= 0 {
-		bad(path, "dim, layers and heads must be > 0")
-	} else if m.HeadDim == 0 && m.Dim%m.Heads != 0 {
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"dim", m.Dim}, {"layers", m.Layers}, {"heads", m.Heads}} {
+		positive(bad, src, path+"."+f.key, f.v, "")
+	}
+	if m.Dim > 0 && m.Layers > 0 && m.Heads > 0 && m.HeadDim == 0 && m.Dim%m.Heads != 0 {
 		bad(path+".heads", "must divide dim (%d), got %d (or set head_dim)", m.Dim, m.Heads)
 	}
 	validateLlamaOptions(path, m, bad)
@@ -1197,9 +1264,7 @@ func validateModel(path string, m *NewModel, bad badFunc) {
 	if m.Hidden <= 0 {
 		bad(path+".hidden", "must be > 0, got %d", m.Hidden)
 	}
-	if m.MaxSeq <= 0 {
-		bad(path+".max_seq", "must be > 0, got %d", m.MaxSeq)
-	}
+	positive(bad, src, path+".max_seq", m.MaxSeq, "the context length in tokens")
 }
 
 // validateLlamaOptions checks a new model's llama-family options:
@@ -1243,10 +1308,8 @@ func validateLlamaOptions(path string, m *NewModel, bad badFunc) {
 }
 
 // validateLoRA checks an agent's lora section with defaults applied.
-func validateLoRA(path string, l *LoRA, bad badFunc) {
-	if l.Rank <= 0 {
-		bad(path+".rank", "must be > 0, got %d", l.Rank)
-	}
+func validateLoRA(path string, l *LoRA, bad badFunc, src *source) {
+	positive(bad, src, path+".rank", l.Rank, "the adapters' inner dimension, e.g. 16")
 	if !(l.Alpha > 0) {
 		bad(path+".alpha", "must be > 0, got %g", l.Alpha)
 	}
@@ -1267,8 +1330,11 @@ func validateLoRA(path string, l *LoRA, bad badFunc) {
 }
 
 // validateOptimizer checks an optimizer section with defaults applied.
-func validateOptimizer(path string, o Optimizer, bad badFunc) {
-	if !(o.LR > 0) {
+func validateOptimizer(path string, o Optimizer, bad badFunc, src *source) {
+	switch {
+	case o.LR == 0 && !src.given(path+".lr"):
+		bad(path+".lr", "required (> 0): the peak learning rate, e.g. 1e-5")
+	case !(o.LR > 0):
 		bad(path+".lr", "must be > 0, got %g", o.LR)
 	}
 	if o.WeightDecay != nil && !(*o.WeightDecay >= 0) {
@@ -1296,5 +1362,54 @@ func validateOptimizer(path string, o Optimizer, bad badFunc) {
 	}
 	if !(o.MinLRRatio >= 0 && o.MinLRRatio <= 1) {
 		bad(path+".min_lr_ratio", "must be in [0, 1], got %g", o.MinLRRatio)
+	}
+}
+
+// positive reports an integer setting at path that must be > 0: one left
+// out (0, not given) is required, what being a short description of it.
+func positive(bad badFunc, src *source, path string, v int, what string) {
+	switch {
+	case v == 0 && !src.given(path) && what != "":
+		bad(path, "required (> 0): %s", what)
+	case v == 0 && !src.given(path):
+		bad(path, "required (> 0)")
+	case v <= 0:
+		bad(path, "must be > 0, got %d", v)
+	}
+}
+
+// validateMethod checks the method's preset name and the ranges of the
+// hyperparameters the config sets (the preset's own are hacpo's to check).
+func validateMethod(m Method, bad badFunc) {
+	if names := hacpo.PresetNames(); !slices.Contains(names, strings.ToLower(strings.TrimSpace(m.Name))) {
+		bad("method.name", "unknown method %q; valid: %s", m.Name, strings.Join(names, ", "))
+	}
+	for _, f := range []struct {
+		key    string
+		v      *float64
+		ok     func(float64) bool
+		expect string
+	}{
+		{"alpha", m.Alpha, func(x float64) bool { return x >= 0 }, ">= 0"},
+		{"delta", m.Delta, func(x float64) bool { return x >= 0 && x <= 1 }, "in [0, 1]"},
+		{"delta_step", m.DeltaStep, func(x float64) bool { return x >= 0 }, ">= 0"},
+		{"clip_low", m.ClipLow, func(x float64) bool { return x >= 0 && x < 1 }, "in [0, 1)"},
+		{"clip_high", m.ClipHigh, func(x float64) bool { return x >= 0 }, ">= 0"},
+		{"kl_coef", m.KLCoef, func(x float64) bool { return x >= 0 }, ">= 0 (0 = no KL term)"},
+		{"omega_min", m.OmegaMin, func(x float64) bool { return x > 0 }, "> 0"},
+		{"omega_max", m.OmegaMax, func(x float64) bool { return x > 0 }, "> 0"},
+	} {
+		if f.v != nil && !(f.ok(*f.v) && !math.IsInf(*f.v, 0)) {
+			bad("method."+f.key, "must be %s, got %g", f.expect, *f.v)
+		}
+	}
+	if m.OmegaMin != nil && m.OmegaMax != nil && *m.OmegaMax < *m.OmegaMin {
+		bad("method.omega_max", "must be >= omega_min (%g), got %g", *m.OmegaMin, *m.OmegaMax)
+	}
+	if m.Window != nil && *m.Window < 1 {
+		bad("method.window", "must be >= 1, got %d", *m.Window)
+	}
+	if m.WarmupSteps != nil && *m.WarmupSteps < 0 {
+		bad("method.warmup_steps", "must be >= 0, got %d", *m.WarmupSteps)
 	}
 }

@@ -33,7 +33,7 @@ func TestLoRASection(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
-	if !reflect.DeepEqual(c, back) {
+	if !sameValues(c, back) {
 		t.Errorf("round trip differs:\n%s", data)
 	}
 	clone := c.Clone()
@@ -50,7 +50,7 @@ func TestLoRASection(t *testing.T) {
 	}
 
 	tests := []struct{ name, a, want string }{
-		{"no rank", "{alpha: 16}", "agents[0].lora.rank (line 14): must be > 0, got 0"},
+		{"no rank", "{alpha: 16}", "agents[0].lora.rank (line 14): required (> 0)"},
 		{"negative rank", "{rank: -2}", "agents[0].lora.rank (line 14): must be > 0, got -2"},
 		{"fractional rank", "{rank: 2.5}", `agents[0].lora.rank (line 14): cannot read "2.5" as an integer`},
 		{"negative alpha", "{rank: 8, alpha: -1}", "agents[0].lora.alpha (line 14): must be > 0, got -1"},

@@ -48,6 +48,8 @@ type SFT struct {
 	// Engine is how the model runs: auto, native or graph, as in a train
 	// config.
 	Engine string `yaml:"engine,omitempty" default:"auto"`
+
+	src *source // where the values came from
 }
 
 // SFTTokenizer says where the agent's tokenizer comes from: a file, or built
@@ -76,12 +78,12 @@ type SFTEval struct {
 }
 
 // LoadSFT reads and checks an SFT config file.
-func LoadSFT(path string) (*SFT, error) {
+func LoadSFT(path string, sets ...Set) (*SFT, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	s, err := ParseSFT(data)
+	s, err := ParseSFT(data, sets...)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -90,14 +92,15 @@ func LoadSFT(path string) (*SFT, error) {
 
 // ParseSFT decodes an SFT config strictly, applies defaults and validates,
 // as Parse does a run's.
-func ParseSFT(data []byte) (*SFT, error) {
+func ParseSFT(data []byte, sets ...Set) (*SFT, error) {
 	var s SFT
-	lines, err := decodeStrict(data, &s)
+	src, err := decodeStrict(data, &s, sets)
 	if err != nil {
 		return nil, err
 	}
+	s.src = src
 	s.applyDefaults()
-	if err := s.validate(lines); err != nil {
+	if err := s.validate(); err != nil {
 		return nil, err
 	}
 	return &s, nil
@@ -114,12 +117,16 @@ func (s *SFT) applyDefaults() {
 	}
 }
 
-// Validate reports impossible settings by key path.
-func (s *SFT) Validate() error { return s.validate(nil) }
+// Where names the key at path for a message about its value, as
+// Config.Where does.
+func (s *SFT) Where(path string) string { return s.src.where(path) }
 
-func (s *SFT) validate(lines map[string]int) error {
+// Validate reports impossible settings by key path.
+func (s *SFT) Validate() error { return s.validate() }
+
+func (s *SFT) validate() error {
 	var errs []error
-	bad := collector(&errs, lines)
+	bad := collector(&errs, s.src)
 	if s.Out == "" {
 		bad("out", "required (the checkpoint directory to write)")
 	}
@@ -150,9 +157,7 @@ func (s *SFT) validate(lines map[string]int) error {
 			bad("tokenizer", "give path, or kind char or bpe, got kind %q", s.Tokenizer.Kind)
 		}
 	}
-	if s.Steps <= 0 {
-		bad("steps", "must be > 0, got %d", s.Steps)
-	}
+	positive(bad, s.src, "steps", s.Steps, "the number of optimizer steps")
 	if s.BatchSize <= 0 {
 		bad("batch_size", "must be > 0, got %d", s.BatchSize)
 	}
@@ -171,10 +176,10 @@ func (s *SFT) validate(lines map[string]int) error {
 	if s.Task != nil && s.Examples == 0 {
 		bad("examples", "required for a generated task (how many distinct training problems)")
 	}
-	validateOptimizer("optimizer", s.Optimizer, bad)
+	validateOptimizer("optimizer", s.Optimizer, bad, s.src)
 	validateTemplate("template", s.Template, s.Model != nil, bad)
 	if s.Model != nil {
-		validateModel("model", s.Model, bad)
+		validateModel("model", s.Model, bad, s.src)
 	}
 	return errors.Join(errs...)
 }

@@ -16,8 +16,9 @@ import (
 // (e.g. "agents[1].sampling.temprature"), with the valid keys listed; a value
 // of the wrong type (including a fraction or a NaN for an integer, and NaN or
 // Inf for a number); and a value that a default would replace (see
-// checkExplicit). When lines is not nil it records every key's line by path.
-func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) error {
+// checkExplicit). Errors name the place through src (a line of the file, or
+// a --set); when src is not nil it records every key's line by path.
+func checkKeys(n *yaml.Node, t reflect.Type, path string, src *source) error {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -25,17 +26,17 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) 
 		if len(n.Content) == 0 {
 			return nil
 		}
-		return checkKeys(n.Content[0], t, path, lines)
+		return checkKeys(n.Content[0], t, path, src)
 	}
 	if n.Kind == yaml.AliasNode {
-		return checkKeys(n.Alias, t, path, lines)
+		return checkKeys(n.Alias, t, path, src)
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) { // a type that reads itself (Modules)
 		if n.Tag == "!!null" {
 			return nil
 		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			return fmt.Errorf("%s (line %d): %v", orRoot(path), n.Line, err)
+			return fmt.Errorf("%s: %v", src.at(path, n.Line), err)
 		}
 		return nil
 	}
@@ -45,7 +46,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) 
 			if n.Tag == "!!null" {
 				return nil
 			}
-			return fmt.Errorf("%s (line %d): expected a mapping of keys, got %s", orRoot(path), n.Line, describe(n))
+			return fmt.Errorf("%s: expected a mapping of keys, got %s", src.at(path, n.Line), describe(n))
 		}
 		fields := yamlFields(t)
 		seen := map[string]bool{}
@@ -53,20 +54,19 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) 
 			k, v := n.Content[i], n.Content[i+1]
 			p := join(path, k.Value)
 			if seen[k.Value] {
-				return fmt.Errorf("%s (line %d): key given twice", p, k.Line)
+				return fmt.Errorf("%s: key given twice", src.at(p, k.Line))
 			}
 			seen[k.Value] = true
 			f, ok := fields[k.Value]
 			if !ok {
-				return fmt.Errorf("%s (line %d): unknown key; valid keys here: %s", p, k.Line, strings.Join(sortedKeys(fields), ", "))
+				valid := sortedKeys(fields)
+				return fmt.Errorf("%s: unknown key; valid keys here: %s%s", src.at(p, k.Line), strings.Join(valid, ", "), didYouMean(k.Value, valid))
 			}
-			if lines != nil {
-				lines[p] = k.Line
-			}
-			if err := checkKeys(v, f.Type, p, lines); err != nil {
+			src.record(p, k.Line)
+			if err := checkKeys(v, f.Type, p, src); err != nil {
 				return err
 			}
-			if err := checkExplicit(v, f, p); err != nil {
+			if err := checkExplicit(v, f, p, src); err != nil {
 				return err
 			}
 		}
@@ -75,14 +75,12 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) 
 			if n.Tag == "!!null" {
 				return nil
 			}
-			return fmt.Errorf("%s (line %d): expected a list, got %s", orRoot(path), n.Line, describe(n))
+			return fmt.Errorf("%s: expected a list, got %s", src.at(path, n.Line), describe(n))
 		}
 		for i, c := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
-			if lines != nil {
-				lines[p] = c.Line
-			}
-			if err := checkKeys(c, t.Elem(), p, lines); err != nil {
+			src.record(p, c.Line)
+			if err := checkKeys(c, t.Elem(), p, src); err != nil {
 				return err
 			}
 		}
@@ -91,18 +89,18 @@ func checkKeys(n *yaml.Node, t reflect.Type, path string, lines map[string]int) 
 			if n.Tag == "!!null" {
 				return nil
 			}
-			return fmt.Errorf("%s (line %d): expected a mapping, got %s", orRoot(path), n.Line, describe(n))
+			return fmt.Errorf("%s: expected a mapping, got %s", src.at(path, n.Line), describe(n))
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), lines); err != nil {
+			if err := checkKeys(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value), src); err != nil {
 				return err
 			}
 		}
 	default:
 		if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
-			return fmt.Errorf("%s (line %d): expected a single value (%s), got %s", orRoot(path), n.Line, t.Kind(), describe(n))
+			return fmt.Errorf("%s: expected a single value (%s), got %s", src.at(path, n.Line), typeName(t), describe(n))
 		}
-		return checkScalar(n, t, path)
+		return checkScalar(n, t, path, src)
 	}
 	return nil
 }
@@ -112,13 +110,13 @@ var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // checkScalar decodes a scalar alone, so that a type error names its path.
 // yaml.v3 would truncate 2.5 into an int field and accept .nan and .inf into
 // float fields; both are refused here.
-func checkScalar(n *yaml.Node, t reflect.Type, path string) error {
+func checkScalar(n *yaml.Node, t reflect.Type, path string, src *source) error {
 	if n.Tag == "!!null" {
 		return nil
 	}
 	v := reflect.New(t)
 	if err := n.Decode(v.Interface()); err != nil {
-		return fmt.Errorf("%s (line %d): cannot read %q as %s", orRoot(path), n.Line, n.Value, typeName(t))
+		return fmt.Errorf("%s: cannot read %q as %s", src.at(path, n.Line), n.Value, typeName(t))
 	}
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
@@ -126,12 +124,12 @@ func checkScalar(n *yaml.Node, t reflect.Type, path string) error {
 		if n.ShortTag() == "!!float" {
 			f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
 			if err != nil || f != math.Trunc(f) {
-				return fmt.Errorf("%s (line %d): cannot read %q as %s: not a whole number", orRoot(path), n.Line, n.Value, typeName(t))
+				return fmt.Errorf("%s: cannot read %q as %s: not a whole number", src.at(path, n.Line), n.Value, typeName(t))
 			}
 		}
 	case reflect.Float32, reflect.Float64:
 		if f := v.Elem().Float(); math.IsNaN(f) || math.IsInf(f, 0) {
-			return fmt.Errorf("%s (line %d): cannot read %q as %s: must be finite", orRoot(path), n.Line, n.Value, typeName(t))
+			return fmt.Errorf("%s: cannot read %q as %s: must be finite", src.at(path, n.Line), n.Value, typeName(t))
 		}
 	}
 	return nil
@@ -142,7 +140,7 @@ func checkScalar(n *yaml.Node, t reflect.Type, path string) error {
 // tag) holds its zero value only while unset, so writing that zero (top_p: 0,
 // responses_per_prompt: 0, kind: "") is an error; a field whose zero means
 // something of its own (temperature: 0, greedy) is a pointer, and keeps it.
-func checkExplicit(n *yaml.Node, f reflect.StructField, path string) error {
+func checkExplicit(n *yaml.Node, f reflect.StructField, path string, src *source) error {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
 	}
@@ -158,7 +156,7 @@ func checkExplicit(n *yaml.Node, f reflect.StructField, path string) error {
 	if f.Type.Kind() == reflect.String {
 		what = "empty"
 	}
-	return fmt.Errorf("%s (line %d): must not be %s; leave the key out for the default (%s)", path, n.Line, what, def)
+	return fmt.Errorf("%s: must not be %s; leave the key out for the default (%s)", src.at(path, n.Line), what, def)
 }
 
 // defaultText is a field's default as the reference shows it: its default

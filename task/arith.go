@@ -31,13 +31,13 @@ type Arith struct {
 }
 
 func newArith(opts Options) (*Arith, error) {
-	if err := intOption("arith", "Digits", &opts.Digits, 2, 1, 12); err != nil {
+	if err := intOption("arith", "digits", &opts.Digits, 2, 1, 12); err != nil {
 		return nil, err
 	}
-	if err := intOption("arith", "Ops", &opts.Ops, 1, 1, 4); err != nil {
+	if err := intOption("arith", "ops", &opts.Ops, 1, 1, 4); err != nil {
 		return nil, err
 	}
-	if err := intOption("arith", "MulDigits", &opts.MulDigits, 1, 1, 3); err != nil {
+	if err := intOption("arith", "mul_digits", &opts.MulDigits, 1, 1, 3); err != nil {
 		return nil, err
 	}
 	if opts.Operators == "" {
@@ -45,7 +45,7 @@ func newArith(opts Options) (*Arith, error) {
 	}
 	for _, c := range opts.Operators {
 		if !strings.ContainsRune("+-*", c) || strings.Count(opts.Operators, string(c)) > 1 {
-			return nil, fmt.Errorf("task arith: Operators %q must be a subset of \"+-*\" without repeats", opts.Operators)
+			return nil, &OptionError{Task: "arith", Option: "operators", Reason: fmt.Sprintf("must be a non-empty subset of \"+-*\" without repeats, got %q", opts.Operators)}
 		}
 	}
 	return &Arith{opts: opts}, nil

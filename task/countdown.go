@@ -31,13 +31,13 @@ type Countdown struct {
 }
 
 func newCountdown(opts Options) (*Countdown, error) {
-	if err := intOption("countdown", "Numbers", &opts.Numbers, 4, 3, 6); err != nil {
+	if err := intOption("countdown", "numbers", &opts.Numbers, 4, 3, 6); err != nil {
 		return nil, err
 	}
-	if err := intOption("countdown", "MaxNumber", &opts.MaxNumber, 25, 2, 1000); err != nil {
+	if err := intOption("countdown", "max_number", &opts.MaxNumber, 25, 2, 1000); err != nil {
 		return nil, err
 	}
-	if err := intOption("countdown", "MaxTarget", &opts.MaxTarget, 1000, 10, 1000000); err != nil {
+	if err := intOption("countdown", "max_target", &opts.MaxTarget, 1000, 10, 1000000); err != nil {
 		return nil, err
 	}
 	return &Countdown{opts: opts}, nil

@@ -52,7 +52,7 @@ func Names() []string {
 // options give an error that names the field and its accepted range.
 func New(name string, opts Options) (Task, error) {
 	if opts.FormatWeight < 0 || opts.FormatWeight >= 1 || opts.FormatWeight != opts.FormatWeight {
-		return nil, fmt.Errorf("task %s: FormatWeight %v out of range [0, 1)", name, opts.FormatWeight)
+		return nil, &OptionError{Task: name, Option: "format_weight", Reason: fmt.Sprintf("must be in [0, 1), got %v", opts.FormatWeight)}
 	}
 	switch name {
 	case "arith":
@@ -63,13 +63,23 @@ func New(name string, opts Options) (Task, error) {
 	return nil, fmt.Errorf("task: unknown task %q (known: %s)", name, strings.Join(Names(), ", "))
 }
 
+// An OptionError is an option New refuses: the task, the option by its
+// config key (digits, max_number, ...) and what is wrong with its value.
+type OptionError struct {
+	Task, Option, Reason string
+}
+
+func (e *OptionError) Error() string {
+	return fmt.Sprintf("task %s: %s %s", e.Task, e.Option, e.Reason)
+}
+
 // intOption applies a default to a zero option and checks its range.
-func intOption(task, field string, v *int, def, lo, hi int) error {
+func intOption(task, option string, v *int, def, lo, hi int) error {
 	if *v == 0 {
 		*v = def
 	}
 	if *v < lo || *v > hi {
-		return fmt.Errorf("task %s: %s %d out of range [%d, %d]", task, field, *v, lo, hi)
+		return &OptionError{Task: task, Option: option, Reason: fmt.Sprintf("must be in %d..%d, got %d", lo, hi, *v)}
 	}
 	return nil
 }

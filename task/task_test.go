@@ -42,18 +42,18 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		want string // a fragment of the error
 	}{
 		{"nope", Options{}, `unknown task "nope"`},
-		{"arith", Options{Digits: 13}, "Digits 13"},
-		{"arith", Options{Digits: -1}, "Digits -1"},
-		{"arith", Options{Ops: 5}, "Ops 5"},
-		{"arith", Options{MulDigits: 4}, "MulDigits 4"},
-		{"arith", Options{Operators: "+/"}, `Operators "+/"`},
-		{"arith", Options{Operators: "++"}, `Operators "++"`},
-		{"arith", Options{FormatWeight: 1}, "FormatWeight 1"},
-		{"countdown", Options{FormatWeight: -0.1}, "FormatWeight -0.1"},
-		{"countdown", Options{Numbers: 2}, "Numbers 2"},
-		{"countdown", Options{Numbers: 7}, "Numbers 7"},
-		{"countdown", Options{MaxNumber: 1}, "MaxNumber 1"},
-		{"countdown", Options{MaxTarget: 2000000}, "MaxTarget 2000000"},
+		{"arith", Options{Digits: 13}, "digits must be in 1..12, got 13"},
+		{"arith", Options{Digits: -1}, "digits must be in 1..12, got -1"},
+		{"arith", Options{Ops: 5}, "ops must be in 1..4, got 5"},
+		{"arith", Options{MulDigits: 4}, "mul_digits must be in 1..3, got 4"},
+		{"arith", Options{Operators: "+/"}, `operators must be a non-empty subset of "+-*" without repeats, got "+/"`},
+		{"arith", Options{Operators: "++"}, `got "++"`},
+		{"arith", Options{FormatWeight: 1}, "format_weight must be in [0, 1), got 1"},
+		{"countdown", Options{FormatWeight: -0.1}, "got -0.1"},
+		{"countdown", Options{Numbers: 2}, "numbers must be in 3..6, got 2"},
+		{"countdown", Options{Numbers: 7}, "got 7"},
+		{"countdown", Options{MaxNumber: 1}, "max_number must be in 2..1000, got 1"},
+		{"countdown", Options{MaxTarget: 2000000}, "max_target must be in 10..1000000, got 2000000"},
 	}
 	for _, tt := range tests {
 		_, err := New(tt.name, tt.opts)

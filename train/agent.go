@@ -199,26 +199,41 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 var hubID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // checkpointDirErr says what is wrong with agents[i].checkpoint when dir is
-// not a directory here; a path shaped like a hub id gets the word that hacrl
-// downloads nothing, and how to make the directory.
+// not a directory here (see ModelDirError).
 func checkpointDirErr(i int, dir string) error {
+	return ModelDirError(fmt.Sprintf("agents[%d].checkpoint", i), dir)
+}
+
+// ModelDirError says what is wrong with dir, a model directory given as
+// what (a config key with its line, such as cfg.Where("agents[0].checkpoint"),
+// or a command's argument), when it is not a directory here; nil when it is.
+// A path shaped like a Hugging Face hub id (Qwen/Qwen3-0.6B) also gets the
+// word that hacrl downloads nothing, and how to make the directory. Every
+// place that takes a model directory (configs, and the CHECKPOINT of eval,
+// generate, score, prompt, serve, merge and bench serve through LoadSaved
+// and AdapterBase) checks it with this before reading anything in it.
+func ModelDirError(what, dir string) error {
 	st, err := os.Stat(dir)
 	if err == nil && st.IsDir() {
 		return nil
 	}
-	key := fmt.Sprintf("agents[%d].checkpoint", i)
 	want := "want a model directory: config.json, model.safetensors (or shards), tokenizer.json"
 	if err == nil {
-		return fmt.Errorf("%s: %s is a file; %s", key, dir, want)
+		return fmt.Errorf("%s: %s is a file; %s", what, dir, want)
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%s: %w", key, err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	msg := fmt.Sprintf("%s: no directory %s (%s)", key, dir, want)
-	if hubID.MatchString(dir) {
-		msg += fmt.Sprintf("; if %s is a Hugging Face hub id: hacrl downloads nothing — fetch it on a machine with network (huggingface-cli download %s --local-dir DIR) and give DIR", dir, dir)
+	return fmt.Errorf("%s: no directory %s (%s)%s", what, dir, want, hubHint(dir))
+}
+
+// hubHint is, for a path shaped like a Hugging Face hub id, the word that
+// hacrl downloads nothing and how to make the directory; else "".
+func hubHint(dir string) string {
+	if !hubID.MatchString(dir) {
+		return ""
 	}
-	return errors.New(msg)
+	return fmt.Sprintf("; if %s is a Hugging Face hub id: hacrl downloads nothing — fetch it on a machine with network (huggingface-cli download %s --local-dir DIR) and give DIR", dir, dir)
 }
 
 // newAgent is loadAgent for an agent whose LoRA adapters, if its config has

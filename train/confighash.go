@@ -75,9 +75,42 @@ func configHash(training json.RawMessage) string {
 }
 
 // configDiff lists the keys in which two training configs (JSON) differ, as
-// "agents[0].optimizer.lr: checkpoint 0.0001, config 0.0002", sorted by key.
+// "agents[0].optimizer.lr: checkpoint 0.0001, config 0.0002", sorted by key,
+// each with the override that would make the config match the checkpoint:
+// (--set 'agents[0].optimizer.lr=0.0001' matches the checkpoint).
 func configDiff(checkpoint, current json.RawMessage) ([]string, error) {
-	return DiffTrainingConfigs(checkpoint, current, "checkpoint", "config")
+	diffs, err := diffKeys(checkpoint, current, "checkpoint")
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(diffs))
+	for i, d := range diffs {
+		out[i] = d.String("checkpoint", "config")
+		if d.inA {
+			out[i] += fmt.Sprintf(" (%s matches the checkpoint)", config.SetFlag(d.key+"="+d.a))
+		} else {
+			out[i] += " (the checkpoint's config leaves it out: so must this one)"
+		}
+	}
+	return out, nil
+}
+
+// keyDiff is a leaf in which two configs differ: its key path and its JSON
+// text in each (absent when not inA, not inB).
+type keyDiff struct {
+	key, a, b string
+	inA, inB  bool
+}
+
+func (d keyDiff) String(nameA, nameB string) string {
+	a, b := d.a, d.b
+	if !d.inA {
+		a = "unset"
+	}
+	if !d.inB {
+		b = "unset"
+	}
+	return fmt.Sprintf("%s: %s %s, %s %s", d.key, nameA, a, nameB, b)
 }
 
 // TrainingConfig is the training-relevant part of cfg as canonical JSON, as
@@ -88,6 +121,20 @@ func TrainingConfig(cfg *config.Config) (json.RawMessage, error) { return traini
 // as TrainingConfig makes them) differ, as "agents[0].optimizer.lr: NAMEA
 // 0.0001, NAMEB 0.0002", sorted by key.
 func DiffTrainingConfigs(a0, b0 json.RawMessage, nameA, nameB string) ([]string, error) {
+	diffs, err := diffKeys(a0, b0, nameA)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(diffs))
+	for i, d := range diffs {
+		out[i] = d.String(nameA, nameB)
+	}
+	return out, nil
+}
+
+// diffKeys lists the leaves in which two training configs differ, sorted
+// by key.
+func diffKeys(a0, b0 json.RawMessage, nameA string) ([]keyDiff, error) {
 	a, err := flattenJSON(a0)
 	if err != nil {
 		return nil, fmt.Errorf("%s config: %w", nameA, err)
@@ -106,20 +153,14 @@ func DiffTrainingConfigs(a0, b0 json.RawMessage, nameA, nameB string) ([]string,
 		}
 	}
 	slices.Sort(keys)
-	var out []string
+	var out []keyDiff
 	for _, k := range keys {
 		x, inA := a[k]
 		y, inB := b[k]
 		if inA && inB && x == y {
 			continue
 		}
-		if !inA {
-			x = "unset"
-		}
-		if !inB {
-			y = "unset"
-		}
-		out = append(out, fmt.Sprintf("%s: %s %s, %s %s", k, nameA, x, nameB, y))
+		out = append(out, keyDiff{key: k, a: x, b: y, inA: inA, inB: inB})
 	}
 	return out, nil
 }

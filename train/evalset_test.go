@@ -99,7 +99,7 @@ func TestEvalSetTaskErrors(t *testing.T) {
 		{"bad option", &config.Config{Task: arith, Eval: config.Eval{Sets: []config.EvalSet{
 			{Name: "ok", Split: "test", Problems: 5},
 			{Name: "bad", Split: "test", Problems: 5, Task: &config.Task{Operators: "/"}},
-		}}}, `eval.sets[1].task: task arith: Operators "/" must be a subset`},
+		}}}, `eval.sets[1].task.operators: must be a non-empty subset of "+-*" without repeats, got "/"`},
 		{"dataset run", &config.Config{Eval: config.Eval{Sets: []config.EvalSet{
 			{Name: "bad", Split: "test", Problems: 5, Task: &config.Task{Operators: "+"}},
 		}}}, "eval.sets[0].task: only for a run with a generated task"},

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/hacrl/hacrl/backend"
@@ -29,9 +30,9 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 	m.NormalizeStd = ptr(s.NormalizeStd)
 	m.OmegaMin, m.OmegaMax = ptr(s.Capability.RatioMin), ptr(s.Capability.RatioMax)
 	if r.Task != nil {
-		tk, err := BuildTask(&config.Config{Task: r.Task})
+		tk, err := newTask(r.Task)
 		if err != nil {
-			return nil, err
+			return nil, taskError(r, "task", err)
 		}
 		if t, ok := tk.(interface{ Options() task.Options }); ok {
 			o := t.Options()
@@ -45,9 +46,13 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 		if a.Template.Kind != "" || a.Checkpoint == "" {
 			continue
 		}
+		// The template comes from the checkpoint: it must be here.
+		if err := ModelDirError(r.Where(fmt.Sprintf("agents[%d].checkpoint", i)), a.Checkpoint); err != nil {
+			return nil, err
+		}
 		t, _, err := AgentTemplate(a.Template, a.Checkpoint, a.Tokenizer)
 		if err != nil {
-			return nil, fmt.Errorf("agents[%d] (%s): %w", i, a.Name, err)
+			return nil, fmt.Errorf("%s (agent %s): %w", r.Where(fmt.Sprintf("agents[%d].checkpoint", i)), a.Name, err)
 		}
 		a.Template.Kind, a.Template.System, a.Template.Vars = t.Kind, t.System, t.Vars
 	}
@@ -58,13 +63,39 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 }
 
 // ResolvedYAML is the resolved config (see Resolve) as YAML: what
-// `hacrl train --print-defaults` prints and OUT/config.yaml holds.
+// `hacrl train --print-defaults` prints and OUT/config.yaml holds. A config
+// with overrides (cfg.Sets) starts with a comment that lists them, as flags
+// to paste into a shell; their values are in the YAML already.
 func ResolvedYAML(cfg *config.Config) ([]byte, error) {
 	r, err := Resolve(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return config.Marshal(r)
+	data, err := config.Marshal(r)
+	if err != nil || len(cfg.Sets) == 0 {
+		return data, err
+	}
+	var b bytes.Buffer
+	b.WriteString("# The config file with these overrides from the command line (their values are below):\n")
+	for _, s := range cfg.Sets {
+		fmt.Fprintf(&b, "#   %s\n", config.SetFlag(s))
+	}
+	b.Write(data)
+	return b.Bytes(), nil
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// checkModelDirs checks that every agent's checkpoint is a directory here,
+// naming the key and its line (see ModelDirError).
+func checkModelDirs(cfg *config.Config) error {
+	for i, a := range cfg.Agents {
+		if a.Checkpoint == "" {
+			continue
+		}
+		if err := ModelDirError(cfg.Where(fmt.Sprintf("agents[%d].checkpoint", i)), a.Checkpoint); err != nil {
+			return err
+		}
+	}
+	return nil
+}

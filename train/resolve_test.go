@@ -95,7 +95,7 @@ func TestResolveRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the resolved config does not load: %v\n%s", err, data)
 			}
-			if !reflect.DeepEqual(back, want) {
+			if !back.Equal(want) {
 				t.Fatalf("loaded back differently:\n%+v\nwant\n%+v\n%s", back, want, data)
 			}
 			again, err := ResolvedYAML(back)

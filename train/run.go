@@ -146,8 +146,11 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	if err != nil {
 		return nil, err
 	}
+	if err := checkModelDirs(cfg); err != nil {
+		return nil, err
+	}
 	if algo.SharesRollouts && len(cfg.Agents) < 2 {
-		return nil, fmt.Errorf("method.name: %s shares rollouts and needs at least 2 agents, got %d", algo.Method, len(cfg.Agents))
+		return nil, fmt.Errorf("%s: %s shares rollouts and needs at least 2 agents, got %d", cfg.Where("method.name"), algo.Method, len(cfg.Agents))
 	}
 	if opts.Member != nil {
 		// The setup exchange runs to its end, interrupted or not: the other

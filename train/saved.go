@@ -47,6 +47,9 @@ type Saved struct {
 // A dir that is a LoRA adapter loads onto the base its adapter_config.json
 // names (see LoadSavedAdapter).
 func LoadSaved(dir string, c TemplateChoice) (*Saved, error) {
+	if err := ModelDirError("checkpoint", dir); err != nil {
+		return nil, err
+	}
 	if model.IsAdapterDir(dir) {
 		return LoadSavedAdapter("", dir, c)
 	}
@@ -57,6 +60,9 @@ func LoadSaved(dir string, c TemplateChoice) (*Saved, error) {
 // on the model in directory base; base "" takes the adapter's
 // base_model_name_or_path (a path, as a run's final agents record it).
 func LoadSavedAdapter(base, adapter string, c TemplateChoice) (*Saved, error) {
+	if err := ModelDirError("adapter", adapter); err != nil {
+		return nil, err
+	}
 	if !model.IsAdapterDir(adapter) {
 		return nil, fmt.Errorf("%s is not a LoRA adapter: it has no %s", adapter, model.AdapterConfigFile)
 	}
@@ -87,9 +93,12 @@ func AdapterBase(base, adapter string) (string, error) {
 			return "", fmt.Errorf("adapter %s names no base model (base_model_name_or_path in %s): give its base (--base DIR)", adapter, model.AdapterConfigFile)
 		}
 		if _, err := os.Stat(filepath.Join(named, "config.json")); err != nil {
-			return "", fmt.Errorf("adapter %s: its base %q (base_model_name_or_path in %s) is not a model directory here: give its base (--base DIR)", adapter, named, model.AdapterConfigFile)
+			return "", fmt.Errorf("adapter %s: its base %q (base_model_name_or_path in %s) is not a model directory here: give its base (--base DIR)%s", adapter, named, model.AdapterConfigFile, hubHint(named))
 		}
 		return named, nil
+	}
+	if err := ModelDirError("base", base); err != nil {
+		return "", err
 	}
 	if model.IsAdapterDir(base) {
 		return "", fmt.Errorf("base %s is a LoRA adapter, not a model", base)
@@ -202,6 +211,9 @@ var adapterCarried = []string{"tokenizer.json", tokenizer.ConfigFile, tokenizer.
 func MergeAdapter(b compute.Backend, base, adapter, out, dtype string) error {
 	if _, err := os.Stat(out); err == nil {
 		return fmt.Errorf("merge: %s exists; remove it or choose another --out", out)
+	}
+	if err := ModelDirError("adapter", adapter); err != nil {
+		return fmt.Errorf("merge: %w", err)
 	}
 	if !model.IsAdapterDir(adapter) {
 		return fmt.Errorf("merge: %s is not a LoRA adapter: it has no %s", adapter, model.AdapterConfigFile)

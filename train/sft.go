@@ -44,13 +44,19 @@ func Specials(templateKind string) []string {
 // directory (config.json, model.safetensors, tokenizer.json, optimizer state).
 func SFT(ctx context.Context, cfg *config.SFT, log io.Writer) (*SFTResult, error) {
 	t0 := time.Now()
+	if cfg.Checkpoint != "" {
+		if err := ModelDirError(cfg.Where("checkpoint"), cfg.Checkpoint); err != nil {
+			return nil, err
+		}
+	}
 	var tk task.Task
 	var err error
 	if cfg.Task != nil {
-		c := &config.Config{Task: cfg.Task}
-		tk, err = BuildTask(c)
-	} else {
-		tk, err = loadDataset(cfg.Dataset)
+		if tk, err = newTask(cfg.Task); err != nil {
+			err = fmt.Errorf("%s: %w", cfg.Where("task"), err)
+		}
+	} else if tk, err = loadDataset(cfg.Dataset); err != nil {
+		err = fmt.Errorf("%s: %w", cfg.Where("dataset.path"), err)
 	}
 	if err != nil {
 		return nil, err

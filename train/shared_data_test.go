@@ -21,11 +21,11 @@ func TestDatasetByName(t *testing.T) {
 		{d: config.Dataset{Path: "math_train", PromptSuffix: dataset.MathSuffix}, problems: 7498},
 		{d: config.Dataset{Path: "aime25"}, problems: 30},
 		{d: config.Dataset{Path: "math_train", AnswerField: "answer"}, err: "dataset.path: math_train names a shared data set"},
-		{d: config.Dataset{Path: "math_training"}, err: "unknown format"},
+		{d: config.Dataset{Path: "math_training"}, err: "dataset.path: math_training is neither a .jsonl or .parquet file nor a shared data set (aime24, aime25, "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.d.Path, func(t *testing.T) {
-			tk, err := loadDataset(&tt.d)
+			tk, err := BuildTask(&config.Config{Dataset: &tt.d})
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("error = %v, want one containing %q", err, tt.err)

@@ -103,10 +103,13 @@ func (s *Summary) String() string {
 func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
 	var out []*evalSet
 	for i, sc := range cfg.Eval.Sets {
+		p := fmt.Sprintf("eval.sets[%d]", i)
 		es := &evalSet{cfg: sc, task: t}
 		var err error
+		key := p
 		switch {
 		case sc.Benchmark != "":
+			key = p + ".benchmark"
 			var d *dataset.Dataset
 			if d, err = dataset.Benchmark(sc.Benchmark); err == nil {
 				es.task = d
@@ -115,18 +118,19 @@ func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
 				}
 			}
 		case sc.Dataset != "":
+			key = p + ".dataset"
 			es.task, err = DatasetTask(sc.Dataset, dataset.Options{}, sc.PromptSuffix, task.Test)
 		case sc.Task != nil:
 			if cfg.Task == nil {
-				return nil, fmt.Errorf("eval.sets[%d].task: only for a run with a generated task", i)
+				return nil, fmt.Errorf("%s: only for a run with a generated task", cfg.Where(p+".task"))
 			}
 			o := cfg.Task.Override(sc.Task)
 			if es.task, err = newTask(&o); err != nil {
-				return nil, fmt.Errorf("eval.sets[%d].task: %w", i, err)
+				return nil, taskError(cfg, p+".task", err)
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("eval.sets[%d]: %w", i, err)
+			return nil, fmt.Errorf("%s: %w", cfg.Where(key), err)
 		}
 		split := task.Test
 		if sc.Split == "train" {
@@ -137,10 +141,10 @@ func buildEvalSets(cfg *config.Config, t task.Task) ([]*evalSet, error) {
 			n = sc.Problems
 		}
 		if !finite && sc.Problems <= 0 {
-			return nil, fmt.Errorf("eval.sets[%d].problems: required for the generated task %s", i, t.Name())
+			return nil, fmt.Errorf("%s: required for the generated task %s", cfg.Where(p+".problems"), t.Name())
 		}
 		if n == 0 {
-			return nil, fmt.Errorf("eval.sets[%d] (%s): the %s split of %s has no problems", i, sc.Name, split, es.task.Name())
+			return nil, fmt.Errorf("%s: the %s split of %s has no problems", cfg.Where(p+".split"), split, es.task.Name())
 		}
 		for j := range n {
 			es.problems = append(es.problems, es.task.Problem(split, j))
@@ -154,6 +158,9 @@ func loadDataset(d *config.Dataset) (task.Task, error) {
 	if dataset.IsShared(d.Path) {
 		return sharedTrainTask(d)
 	}
+	if ext := filepath.Ext(d.Path); ext != ".jsonl" && ext != ".parquet" {
+		return nil, fmt.Errorf("%s is neither a .jsonl or .parquet file nor a shared data set (%s)", d.Path, strings.Join(dataset.Benchmarks(), ", "))
+	}
 	return DatasetTask(d.Path, dataset.Options{
 		QuestionField: d.QuestionField, AnswerField: d.AnswerField, SolutionField: d.SolutionField, IDField: d.IDField,
 	}, d.PromptSuffix, task.Train)
@@ -163,7 +170,7 @@ func loadDataset(d *config.Dataset) (task.Task, error) {
 // gsm8k, ...) as the training split.
 func sharedTrainTask(d *config.Dataset) (task.Task, error) {
 	if d.QuestionField != "" || d.AnswerField != "" || d.SolutionField != "" || d.IDField != "" {
-		return nil, fmt.Errorf("dataset.path: %s names a shared data set, whose fields are fixed; remove question_field, answer_field, solution_field and id_field", d.Path)
+		return nil, fmt.Errorf("%s names a shared data set, whose fields are fixed; remove question_field, answer_field, solution_field and id_field", d.Path)
 	}
 	probs, _, err := dataset.LoadShared(d.Path)
 	if err != nil {

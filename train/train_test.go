@@ -249,7 +249,7 @@ func TestDatasetTraining(t *testing.T) {
 	}
 	cfg.Task, cfg.Dataset = nil, &config.Dataset{Path: path}
 	_, err := New(context.Background(), cfg, Options{})
-	if err == nil || !strings.Contains(err.Error(), "eval.sets[0] (test): the test split of train has no problems") {
+	if err == nil || !strings.Contains(err.Error(), "eval.sets[0].split (line 28): the test split of train has no problems") {
 		t.Fatalf("error %v", err)
 	}
 	// Without the impossible evaluation, a dataset trains like a task.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/hacrl/hacrl/config"
@@ -273,7 +274,7 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	m := cfg.Method
 	s, err := hacpo.Preset(m.Name)
 	if err != nil {
-		return s, fmt.Errorf("method.name: %w", err)
+		return s, fmt.Errorf("%s: unknown method %q; valid: %s", cfg.Where("method.name"), m.Name, strings.Join(hacpo.PresetNames(), ", "))
 	}
 	setF := func(dst *float64, v *float64) {
 		if v != nil {
@@ -309,7 +310,7 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	}
 	s.Semantics = hacpo.Semantics(m.Semantics)
 	if err := s.Validate(); err != nil {
-		return s, fmt.Errorf("method: %w", err)
+		return s, fmt.Errorf("%s: %w", cfg.Where("method"), err)
 	}
 	if err := checkSemantics(s, cfg); err != nil {
 		return s, err
@@ -322,11 +323,24 @@ func BuildTask(cfg *config.Config) (task.Task, error) {
 	if t := cfg.Task; t != nil {
 		tk, err := newTask(t)
 		if err != nil {
-			return nil, fmt.Errorf("task: %w", err)
+			return nil, taskError(cfg, "task", err)
 		}
 		return tk, nil
 	}
-	return loadDataset(cfg.Dataset)
+	tk, err := loadDataset(cfg.Dataset)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.Where("dataset.path"), err)
+	}
+	return tk, nil
+}
+
+// taskError names the key of the task section at path that err, from
+// newTask, is about: path.option for an option out of its range.
+func taskError(cfg *config.Config, path string, err error) error {
+	if oe, ok := errors.AsType[*task.OptionError](err); ok {
+		return fmt.Errorf("%s: %s", cfg.Where(path+"."+oe.Option), oe.Reason)
+	}
+	return fmt.Errorf("%s: %w", cfg.Where(path), err)
 }
 
 // newTask makes the generated task that t describes.

@@ -84,7 +84,11 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	defer conn.Close()
 	fmt.Fprintf(stderr, "bus: %s (store %s); agents here: %s\n", srv.URL(), filepath.Join(cfg.Out, "nats"), strings.Join(local, ", "))
 	if len(local) < len(names) {
-		fmt.Fprintf(stderr, "the other agents join with: hacrl agent %s --agent NAME --bus %s (with $%s)\n", cfgPath, srv.URL(), busTokenEnv)
+		var sets strings.Builder
+		for _, s := range o.sets {
+			sets.WriteString(" " + config.SetFlag(s))
+		}
+		fmt.Fprintf(stderr, "the other agents join with: hacrl agent %s%s --agent NAME --bus %s (with $%s)\n", cfgPath, sets.String(), srv.URL(), busTokenEnv)
 	}
 
 	exe, err := os.Executable()

@@ -11,6 +11,7 @@ import (
 func sftCmd() *cobra.Command {
 	var out string
 	var steps, evalProblems int
+	var sets []string
 	cmd := &cobra.Command{
 		Use:   "sft CONFIG",
 		Short: "Supervised warm start of one agent on a task's worked solutions or a dataset",
@@ -23,7 +24,11 @@ examples/agents/<name> replaces a shipped agent deliberately.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			onInterrupt("stopping; sft saves its model only when it finishes")
-			cfg, err := config.LoadSFT(args[0])
+			parsed, err := config.ParseSets(sets)
+			if err != nil {
+				return usage("%v", err)
+			}
+			cfg, err := config.LoadSFT(args[0], parsed...)
 			if err != nil {
 				return err
 			}
@@ -54,5 +59,6 @@ examples/agents/<name> replaces a shipped agent deliberately.`,
 	cmd.Flags().StringVar(&out, "out", "", "checkpoint directory (overrides the config)")
 	cmd.Flags().IntVar(&steps, "steps", 0, "training steps (overrides the config)")
 	cmd.Flags().IntVar(&evalProblems, "eval-problems", 0, "test problems of the greedy evaluation (overrides eval.problems)")
+	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a config key, KEY=VALUE: KEY a path such as optimizer.lr, VALUE YAML (repeatable; as in hacrl train)")
 	return cmd
 }

@@ -31,6 +31,14 @@ finishes the current step, saves a checkpoint and exits; --resume continues,
 from the latest intact checkpoint, with the same config (steps, out, eval,
 checkpoint, backend and engine may change).
 
+--set KEY=VALUE overrides one key of the config file, any key: KEY is its
+path with the file's names (steps, eval.every, agents[0].optimizer.lr, or an
+agent by name, agents[llama-bpe].sampling.temperature) and VALUE is YAML (2e-4,
+true, '[{name: test, split: test, problems: 50}]'). Repeat it for more keys;
+they apply in order, before --steps, --seed, --out and --backend, and are
+checked as the same edit of the file would be. OUT/config.yaml records them,
+and --resume needs the same values (it names any key that differs).
+
 OUT belongs to one run: a second run pointed at it while the first is going
 is refused, naming it. A new run needs a missing or empty OUT; --overwrite
 deletes an earlier run there (only a directory holding nothing but a run's
@@ -108,6 +116,7 @@ type trainOverrides struct {
 	steps, seed int64
 	out         string
 	backend     string
+	sets        []string // --set KEY=VALUE, in order
 }
 
 func (o *trainOverrides) register(f *pflag.FlagSet, outHelp string) {
@@ -115,12 +124,17 @@ func (o *trainOverrides) register(f *pflag.FlagSet, outHelp string) {
 	f.Int64Var(&o.seed, "seed", 0, "random seed (overrides the config)")
 	f.StringVar(&o.out, "out", "", outHelp)
 	f.StringVar(&o.backend, "backend", "", "GoMLX backend config, e.g. go:parallelism=-1 or xla:cuda (with -tags xla)")
+	f.StringArrayVar(&o.sets, "set", nil, "override a config key, KEY=VALUE: KEY a path such as agents[0].optimizer.lr or agents[NAME].sampling.top_p, VALUE YAML (repeatable)")
 }
 
 // load reads the config at path with the overrides given in f applied, and
 // validates it.
 func (o *trainOverrides) load(f *pflag.FlagSet, path string) (*config.Config, error) {
-	cfg, err := config.Load(path)
+	sets, err := config.ParseSets(o.sets)
+	if err != nil {
+		return nil, usage("%v", err)
+	}
+	cfg, err := config.Load(path, sets...)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +164,9 @@ func (o *trainOverrides) args(f *pflag.FlagSet) []string {
 		if fl := f.Lookup(name); fl != nil && fl.Changed {
 			out = append(out, "--"+name+"="+fl.Value.String())
 		}
+	}
+	for _, s := range o.sets {
+		out = append(out, "--set="+s)
 	}
 	return out
 }

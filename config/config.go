@@ -809,9 +809,6 @@ func Parse(data []byte, sets ...Set) (*Config, error) {
 	}
 	c.src = src
 	c.Sets = SetArgs(sets)
-	if len(c.Sets) == 0 {
-		c.Sets = nil
-	}
 	c.applyDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err

@@ -29,6 +29,31 @@ type Set struct {
 
 	steps []pathStep
 	value *yaml.Node
+	flag  string // for a FlagOverride: the flag as given, which errors name
+}
+
+// FlagOverride is the override of a flag of its own, such as --steps 100
+// for the key steps, with its value as the flag parsed it: applied and
+// checked as a Set is, in the order given, but its errors name the flag
+// (--steps -1: must be >= 0), and it is not among a parsed config's Sets.
+func FlagOverride(flag, key string, value any) (Set, error) {
+	steps, err := parseKeyPath(key)
+	if err != nil {
+		return Set{}, fmt.Errorf("%s: key %q: %v", flag, key, err)
+	}
+	n := &yaml.Node{}
+	if err := n.Encode(value); err != nil {
+		return Set{}, fmt.Errorf("%s: %v", flag, err)
+	}
+	return Set{Arg: fmt.Sprintf("%s=%v", key, value), steps: steps, value: n, flag: fmt.Sprintf("%s %v", flag, value)}, nil
+}
+
+// label is how errors name the override.
+func (s Set) label() string {
+	if s.flag != "" {
+		return s.flag
+	}
+	return "--set " + s.Arg
 }
 
 // pathStep is a key of a mapping, then any list selectors after it.
@@ -74,11 +99,14 @@ func ParseSets(args []string) ([]Set, error) {
 	return sets, nil
 }
 
-// SetArgs are the arguments of sets, as given.
+// SetArgs are the arguments of the --set overrides among sets, as given
+// (FlagOverrides left out); nil when there are none.
 func SetArgs(sets []Set) []string {
-	args := make([]string, len(sets))
-	for i, s := range sets {
-		args[i] = s.Arg
+	var args []string
+	for _, s := range sets {
+		if s.flag == "" {
+			args = append(args, s.Arg)
+		}
 	}
 	return args
 }
@@ -143,9 +171,9 @@ func (s *source) at(path string, line int) string {
 	case line < 0 && s != nil && -line-1 < len(s.sets):
 		k := -line - 1
 		if path == s.paths[k] {
-			return "--set " + s.sets[k].Arg
+			return s.sets[k].label()
 		}
-		return "--set " + s.sets[k].Arg + ": " + orRoot(path)
+		return s.sets[k].label() + ": " + orRoot(path)
 	}
 	return orRoot(path)
 }
@@ -186,7 +214,7 @@ func (s *source) apply(root *yaml.Node) error {
 	for k, set := range s.sets {
 		path, err := set.apply(&root.Content[0], -(k + 1))
 		if err != nil {
-			return fmt.Errorf("--set %s: %w", set.Arg, err)
+			return fmt.Errorf("%s: %w", set.label(), err)
 		}
 		s.paths[k] = path
 	}

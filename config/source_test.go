@@ -123,7 +123,7 @@ func TestSetErrors(t *testing.T) {
 		{"eval.sets=[{name: t, split: test}]", []string{"--set eval.sets=[{name: t, split: test}]: eval.sets[0].problems: required for a generated task's split"}},
 		{"eval.sets[0]={benchmark: gsm8kk}", []string{`--set eval.sets[0]={benchmark: gsm8kk}: eval.sets[0].benchmark: unknown benchmark "gsm8kk"; valid: `, "gsm8k, math"}},
 		{"agents[0].optimizer={beta1: 0.9}", []string{"--set agents[0].optimizer={beta1: 0.9}: agents[0].optimizer.lr: required (> 0)"}},
-		{"agents[0].sampling.top_p=0", []string{"--set agents[0].sampling.top_p=0: must not be 0; leave the key out for the default (1)"}},
+		{"agents[0].sampling.top_p=0", []string{"--set agents[0].sampling.top_p=0: must not be 0; without the override the default applies (1)"}},
 		{"task.digits=13", []string{"--set task.digits=13: must be in 1..12, got 13"}},
 		{"task.numbers=4", []string{"--set task.numbers=4: is an option of countdown, not of arith"}},
 		{"agents[1].template.kind=jinja", []string{`--set agents[1].template.kind=jinja: must be plain, chat or hf, got "jinja"`}},
@@ -160,5 +160,38 @@ func TestSetFlag(t *testing.T) {
 		if got := SetFlag(arg); got != want {
 			t.Errorf("SetFlag(%q) = %s, want %s", arg, got, want)
 		}
+	}
+}
+
+// TestFlagOverride: the flags of their own (--steps, --out, ...) apply after
+// the --sets, are checked the same way with errors that name the flag, keep
+// a string a string, and are not recorded among Sets; ParseSFT takes both.
+func TestFlagOverride(t *testing.T) {
+	set, _ := ParseSet("steps=5")
+	steps, err := FlagOverride("--steps", "steps", int64(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := FlagOverride("--out", "out", "~")
+	c, err := Parse([]byte(setBase), set, steps, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Steps != 7 || c.Out != "~" || strings.Join(c.Sets, ",") != "steps=5" {
+		t.Errorf("steps %d, out %q, Sets %q; want 7, ~, [steps=5]", c.Steps, c.Out, c.Sets)
+	}
+	bad, _ := FlagOverride("--steps", "steps", int64(-1))
+	if _, err := Parse([]byte(setBase), bad); err == nil || !strings.Contains(err.Error(), "--steps -1: must be >= 0, got -1") {
+		t.Errorf("--steps -1: %v", err)
+	}
+	sft := "out: o\ncheckpoint: c\ntask: {name: arith}\nexamples: 4\nsteps: 1\noptimizer: {lr: 1e-3}\n"
+	lr, _ := ParseSet("optimizer.lr=2e-4")
+	problems, _ := FlagOverride("--eval-problems", "eval.problems", 0)
+	s, err := ParseSFT([]byte(sft), lr)
+	if err != nil || s.Optimizer.LR != 2e-4 {
+		t.Errorf("sft with --set optimizer.lr=2e-4: lr %v, %v", s, err)
+	}
+	if _, err := ParseSFT([]byte(sft), problems); err == nil || !strings.Contains(err.Error(), "--eval-problems 0: must not be 0; without the override the default applies (200)") {
+		t.Errorf("sft --eval-problems 0: %v", err)
 	}
 }

@@ -156,6 +156,9 @@ func checkExplicit(n *yaml.Node, f reflect.StructField, path string, src *source
 	if f.Type.Kind() == reflect.String {
 		what = "empty"
 	}
+	if n.Line < 0 { // an override
+		return fmt.Errorf("%s: must not be %s; without the override the default applies (%s)", src.at(path, n.Line), what, def)
+	}
 	return fmt.Errorf("%s: must not be %s; leave the key out for the default (%s)", src.at(path, n.Line), what, def)
 }
 

@@ -71,6 +71,7 @@ func TestTrainSet(t *testing.T) {
 		{[]string{"--set", "agents[2].optimizer.lr=1"}, 1, "--set agents[2].optimizer.lr=1: agents has 2 entries, agents[0] to agents[1]"},
 		{[]string{"--set", "eval.evry=1"}, 1, "--set eval.evry=1: unknown key; valid keys here: at_start, every, sets; did you mean every?"},
 		{[]string{"--set", "steps"}, 2, "--set steps: want KEY=VALUE"},
+		{[]string{"--set", "steps=5", "--steps", "-1"}, 1, "--steps -1: must be >= 0, got -1"},
 	} {
 		_, stderr, code := runHacrl(t, append([]string{"train", plain, "--print-defaults"}, tt.args...)...)
 		if code != tt.code || !strings.Contains(stderr, tt.want) {

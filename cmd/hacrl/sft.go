@@ -28,21 +28,21 @@ examples/agents/<name> replaces a shipped agent deliberately.`,
 			if err != nil {
 				return usage("%v", err)
 			}
+			for _, fl := range []struct {
+				name, key string
+				value     any
+			}{{"out", "out", out}, {"steps", "steps", steps}, {"eval-problems", "eval.problems", evalProblems}} {
+				if cmd.Flags().Changed(fl.name) {
+					s, err := config.FlagOverride("--"+fl.name, fl.key, fl.value)
+					if err != nil {
+						return err
+					}
+					parsed = append(parsed, s)
+				}
+			}
 			cfg, err := config.LoadSFT(args[0], parsed...)
 			if err != nil {
 				return err
-			}
-			if cmd.Flags().Changed("out") {
-				cfg.Out = out
-			}
-			if cmd.Flags().Changed("steps") {
-				cfg.Steps = steps
-			}
-			if cmd.Flags().Changed("eval-problems") {
-				cfg.Eval.Problems = evalProblems
-			}
-			if err := cfg.Validate(); err != nil {
-				return fmt.Errorf("config %s: %w", args[0], err)
 			}
 			res, err := train.SFT(cmd.Context(), cfg, cmd.ErrOrStderr())
 			if err != nil {

@@ -134,26 +134,22 @@ func (o *trainOverrides) load(f *pflag.FlagSet, path string) (*config.Config, er
 	if err != nil {
 		return nil, usage("%v", err)
 	}
-	cfg, err := config.Load(path, sets...)
-	if err != nil {
-		return nil, err
+	// The flags of their own apply after every --set, and are checked the
+	// same way; their errors name them.
+	for _, fl := range []struct {
+		name  string
+		value any
+	}{{"steps", o.steps}, {"seed", o.seed}, {"out", o.out}, {"backend", o.backend}} {
+		if !f.Changed(fl.name) {
+			continue
+		}
+		s, err := config.FlagOverride("--"+fl.name, fl.name, fl.value)
+		if err != nil {
+			return nil, err
+		}
+		sets = append(sets, s)
 	}
-	if f.Changed("steps") {
-		cfg.Steps = int(o.steps)
-	}
-	if f.Changed("seed") {
-		cfg.Seed = o.seed
-	}
-	if f.Changed("out") {
-		cfg.Out = o.out
-	}
-	if f.Changed("backend") {
-		cfg.Backend = o.backend
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
-	}
-	return cfg, nil
+	return config.Load(path, sets...)
 }
 
 // args are the overrides given in f, as flags for another hacrl process

@@ -27,7 +27,7 @@ func TestComputeDTypeReachesAgents(t *testing.T) {
 	cfg = loraTinyConfig(t, t.TempDir(), 1)
 	cfg.Agents[1].ComputeDType = "bfloat16"
 	_, err = New(context.Background(), cfg, Options{Observer: &recorder{}})
-	want := "agents[1] (llama-bpe).compute_dtype: model: compute dtype bfloat16 needs the XLA backend"
+	want := "agents[1].compute_dtype (line 14): model: compute dtype bfloat16 needs the XLA backend"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("bfloat16 on the Go backend: error %v, want one containing %q", err, want)
 	}

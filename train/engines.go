@@ -35,7 +35,7 @@ func (r *Run) setupRolloutEngines() error {
 		key := ""
 		if rc.APIKeyEnv != "" {
 			if key = os.Getenv(rc.APIKeyEnv); key == "" {
-				return fmt.Errorf("agents[%d].rollout.api_key_env: environment variable %s is not set", i, rc.APIKeyEnv)
+				return fmt.Errorf("%s: environment variable %s is not set", r.cfg.Where(fmt.Sprintf("agents[%d].rollout.api_key_env", i)), rc.APIKeyEnv)
 			}
 		}
 		dir := rc.WeightsDir
@@ -49,7 +49,7 @@ func (r *Run) setupRolloutEngines() error {
 			MaxSeq: mc.MaxSeq, Vocab: mc.Vocab,
 		})
 		if err != nil {
-			return fmt.Errorf("agents[%d].rollout: %w", i, err)
+			return fmt.Errorf("%s: %w", r.cfg.Where(fmt.Sprintf("agents[%d].rollout", i)), err)
 		}
 		a.rollout = c
 		a.pushAdapters = a.isLoRA() && rc.Dialect == rolloutengine.Hacrl

@@ -170,7 +170,7 @@ func (r *Run) checkEvalFits() error {
 				maxNew = s.cfg.MaxNewTokens
 			}
 			if err := CheckFits(a, s.problems, maxNew); err != nil {
-				return fmt.Errorf("eval.sets[%d] (%s): %w", i, s.cfg.Name, err)
+				return fmt.Errorf("%s: set %s: %w", r.cfg.Where(fmt.Sprintf("eval.sets[%d]", i)), s.cfg.Name, err)
 			}
 		}
 	}

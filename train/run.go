@@ -286,7 +286,7 @@ func (r *Run) loadAgents(ctx context.Context, resume bool) (*loaded, error) {
 			a.Ref.SetEngine(engine)
 		}
 		if err := setComputeDType(a, cfg.Agents[a.Index].ComputeDType); err != nil {
-			return nil, fmt.Errorf("agents[%d] (%s).compute_dtype: %w", a.Index, a.Name, err)
+			return nil, fmt.Errorf("%s: %w", cfg.Where(fmt.Sprintf("agents[%d].compute_dtype", a.Index)), err)
 		}
 	}
 	if err := r.setupRolloutEngines(); err != nil {

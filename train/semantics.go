@@ -41,8 +41,8 @@ func checkSemantics(s hacpo.Settings, cfg *config.Config) error {
 		n *= len(cfg.Agents)
 	}
 	if n%hacpo.OriginalRanks != 0 {
-		return fmt.Errorf("method.semantics: original balances each learner's %d sequences per step over %d ranks and needs a multiple of %d (batch.prompts_per_step × batch.responses_per_prompt = %d × %d per agent)",
-			n, hacpo.OriginalRanks, hacpo.OriginalRanks, b.PromptsPerStep, b.ResponsesPerPrompt)
+		return fmt.Errorf("%s: original balances each learner's %d sequences per step over %d ranks and needs a multiple of %d (batch.prompts_per_step × batch.responses_per_prompt = %d × %d per agent)",
+			cfg.Where("method.semantics"), n, hacpo.OriginalRanks, hacpo.OriginalRanks, b.PromptsPerStep, b.ResponsesPerPrompt)
 	}
 	return nil
 }

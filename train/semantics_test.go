@@ -149,7 +149,7 @@ func TestSemanticsOriginalBatchChecked(t *testing.T) {
 	}
 	cfg.Batch.PromptsPerStep = 3 // … 3 × 2 = 6 are not
 	_, err := methodSettings(cfg)
-	if err == nil || !strings.Contains(err.Error(), "method.semantics: original balances each learner's 6 sequences per step over 8 ranks") {
+	if err == nil || !strings.Contains(err.Error(), "method.semantics (line 5): original balances each learner's 6 sequences per step over 8 ranks") {
 		t.Errorf("error %v", err)
 	}
 	cfg.Method.Name = "hacpo" // 3 agents × 6 = 18

@@ -192,7 +192,7 @@ func TestEvalPromptsMustFit(t *testing.T) {
 	if err == nil {
 		t.Fatal("evaluation prompts longer than the context were accepted")
 	}
-	for _, want := range []string{"eval.sets[0] (gsm8k): agent gpt-char: 5 of 5 problems", "exceeds the model's context of 48", "gsm8k/0 (", "gsm8k/4 ("} {
+	for _, want := range []string{"eval.sets[0] (line 28): set gsm8k: agent gpt-char: 5 of 5 problems", "exceeds the model's context of 48", "gsm8k/0 (", "gsm8k/4 ("} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v lacks %q: want one naming the set, the agent, the count and the problems", err, want)
 		}

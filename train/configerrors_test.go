@@ -55,6 +55,8 @@ func TestStartErrorsNameKeyAndLine(t *testing.T) {
 			want: append([]string{"--set agents[llama-bpe].checkpoint=Qwen/Qwen3-0.6B: no directory Qwen/Qwen3-0.6B"}, hub...)},
 		{name: "template from a missing checkpoint", old: "checkpoint: examples/agents/gpt-char", new: "checkpoint: examples/agents/gpt-chr", resolve: true,
 			want: []string{"agents[0].checkpoint (line 9): no directory examples/agents/gpt-chr (want a model directory"}},
+		{name: "tokenizer file", old: "    template: {kind: chat}\n", new: "    template: {kind: chat}\n    tokenizer: examples/agents/llama-bpe/tokenizer.jsn\n",
+			want: []string{"agents[1].tokenizer (line 15): no file examples/agents/llama-bpe/tokenizer.jsn (want a tokenizer.json)"}},
 		{name: "dataset file", old: `task: {name: arith, digits: 2, operators: "+-"}`, new: "dataset: {path: no/such.jsonl}",
 			want: []string{"dataset.path (line 5): ", "no/such.jsonl"}},
 		{name: "dataset name", old: `task: {name: arith, digits: 2, operators: "+-"}`, new: "dataset: {path: math_trian}",

@@ -3,6 +3,7 @@ package train
 import (
 	"bytes"
 	"fmt"
+	"os"
 
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
@@ -86,15 +87,20 @@ func ResolvedYAML(cfg *config.Config) ([]byte, error) {
 
 func ptr[T any](v T) *T { return &v }
 
-// checkModelDirs checks that every agent's checkpoint is a directory here,
-// naming the key and its line (see ModelDirError).
+// checkModelDirs checks that every agent's checkpoint is a directory here
+// (see ModelDirError) and its tokenizer, when given, a file, naming the key
+// and its line.
 func checkModelDirs(cfg *config.Config) error {
 	for i, a := range cfg.Agents {
-		if a.Checkpoint == "" {
-			continue
+		if a.Checkpoint != "" {
+			if err := ModelDirError(cfg.Where(fmt.Sprintf("agents[%d].checkpoint", i)), a.Checkpoint); err != nil {
+				return err
+			}
 		}
-		if err := ModelDirError(cfg.Where(fmt.Sprintf("agents[%d].checkpoint", i)), a.Checkpoint); err != nil {
-			return err
+		if a.Tokenizer != "" {
+			if st, err := os.Stat(a.Tokenizer); err != nil || st.IsDir() {
+				return fmt.Errorf("%s: no file %s (want a tokenizer.json)", cfg.Where(fmt.Sprintf("agents[%d].tokenizer", i)), a.Tokenizer)
+			}
 		}
 	}
 	return nil

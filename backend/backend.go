@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,6 +113,10 @@ func resolve(config string) (key string, xs *xlaSpec, err error) {
 func create(config string) (compute.Backend, error) {
 	name, opts, _ := strings.Cut(config, ":")
 	if name != "go" {
+		// compute.NewWithConfig panics on a name nothing registered.
+		if !slices.Contains(compute.List(), name) {
+			return nil, fmt.Errorf("unknown backend %q; valid: go (go:parallelism=N), xla:cuda or xla:cpu (a build with -tags xla)", name)
+		}
 		return compute.NewWithConfig(config)
 	}
 	var keep []string

@@ -57,6 +57,8 @@ func TestStartErrorsNameKeyAndLine(t *testing.T) {
 			want: []string{"agents[0].checkpoint (line 9): no directory examples/agents/gpt-chr (want a model directory"}},
 		{name: "tokenizer file", old: "    template: {kind: chat}\n", new: "    template: {kind: chat}\n    tokenizer: examples/agents/llama-bpe/tokenizer.jsn\n",
 			want: []string{"agents[1].tokenizer (line 15): no file examples/agents/llama-bpe/tokenizer.jsn (want a tokenizer.json)"}},
+		{name: "backend", old: "steps: 1\n", new: "steps: 1\nbackend: cuda\n",
+			want: []string{`backend (line 4): backend "cuda": unknown backend "cuda"; valid: go (go:parallelism=N), xla:cuda or xla:cpu`}},
 		{name: "dataset file", old: `task: {name: arith, digits: 2, operators: "+-"}`, new: "dataset: {path: no/such.jsonl}",
 			want: []string{"dataset.path (line 5): ", "no/such.jsonl"}},
 		{name: "dataset name", old: `task: {name: arith, digits: 2, operators: "+-"}`, new: "dataset: {path: math_trian}",
@@ -66,6 +68,8 @@ func TestStartErrorsNameKeyAndLine(t *testing.T) {
 		{name: "eval dataset by --set", sets: []string{"eval.sets=[{dataset: no/such.jsonl}]"},
 			want: []string{"--set eval.sets=[{dataset: no/such.jsonl}]: eval.sets[0].dataset: ", "no/such.jsonl"}},
 	}
+	t.Setenv("HACRL_BACKEND", "") // the config's backend, not the environment's
+	t.Setenv("GOMLX_BACKEND", "")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			src := strings.Replace(errorsCase, "%OUT%", filepath.Join(t.TempDir(), "run"), 1)

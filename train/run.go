@@ -221,7 +221,10 @@ func (r *Run) buildInputs() error {
 	if r.evals, err = buildEvalSets(cfg, t); err != nil {
 		return err
 	}
-	r.backend, err = backend.New(backend.Choose(cfg.Backend))
+	choice := backend.Choose(cfg.Backend)
+	if r.backend, err = backend.New(choice); err != nil && cfg.Backend != "" && choice == cfg.Backend {
+		return fmt.Errorf("%s: %w", cfg.Where("backend"), err)
+	}
 	return err
 }
 

@@ -3,7 +3,11 @@
 // evaluation and checkpoints. Files are YAML. Decoding is strict: an unknown
 // key, a value of the wrong type (a fraction for an integer, NaN) or an
 // impossible combination fails before any work starts, with the key's path
-// (agents[1].sampling.top_p) and line.
+// (agents[1].sampling.top_p) and line. Command-line overrides (--set
+// KEY=VALUE, see Set) are applied to the YAML before it is decoded, so they
+// are checked the same way, and an error about a value one set names that
+// --set instead of a line. A parsed Config keeps where its values came from,
+// so that later checks (train.Resolve's) cite them too (see Config.Where).
 //
 // Only keys left out take defaults; a value given is kept or refused, never
 // replaced. The defaults live in the fields' default and derived tags (see

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,6 +198,21 @@ func TestResumeDiffSuggestsSet(t *testing.T) {
 		if !strings.Contains(text, w) {
 			t.Errorf("diff:\n%s\nwant a line %q", text, w)
 		}
+	}
+	// An agent the config lacks gets no --set for its keys.
+	two := training(parse())
+	one := training(parse("agents=[{name: gpt-char, checkpoint: examples/agents/gpt-char, optimizer: {lr: 0.0001}, sampling: {max_new_tokens: 8}}]", "method.name=grpo"))
+	diff, err = configDiff([]byte(two), []byte(one))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range diff {
+		if strings.HasPrefix(l, "agents[1].") && strings.Contains(l, "--set") {
+			t.Errorf("a key of an agent the config lacks: %s", l)
+		}
+	}
+	if !slices.Contains(diff, "agents[1].name: checkpoint \"llama-bpe\", config unset") {
+		t.Errorf("diff %q lacks the dropped agent", diff)
 	}
 	// Pasting the suggested flags (a shell would drop the quotes) gives the
 	// checkpoint's training config.

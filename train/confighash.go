@@ -83,16 +83,40 @@ func configDiff(checkpoint, current json.RawMessage) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	cur, err := flattenJSON(current)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]string, len(diffs))
 	for i, d := range diffs {
 		out[i] = d.String("checkpoint", "config")
-		if d.inA {
-			out[i] += fmt.Sprintf(" (%s matches the checkpoint)", config.SetFlag(d.key+"="+d.a))
-		} else {
+		switch {
+		case !d.inA:
 			out[i] += " (the checkpoint's config leaves it out: so must this one)"
+		case !d.inB && !hasEntry(cur, d.key):
+			// A list entry the config lacks (an agent left out): no --set
+			// can add one key of it.
+		default:
+			out[i] += fmt.Sprintf(" (%s matches the checkpoint)", config.SetFlag(d.key+"="+d.a))
 		}
 	}
 	return out, nil
+}
+
+// hasEntry reports whether the flattened config has the list entry that key
+// is in (agents[2] for agents[2].optimizer.lr); true for a key in no list.
+func hasEntry(flat map[string]string, key string) bool {
+	i := strings.LastIndex(key, "]")
+	if i < 0 {
+		return true
+	}
+	entry := key[:i+1]
+	for k := range flat {
+		if strings.HasPrefix(k, entry) {
+			return true
+		}
+	}
+	return false
 }
 
 // keyDiff is a leaf in which two configs differ: its key path and its JSON

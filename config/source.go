@@ -256,6 +256,9 @@ func (set Set) apply(slot **yaml.Node, line int) (string, error) {
 		}
 		for _, sel := range st.sel {
 			list := own(slot)
+			if list.Kind == yaml.ScalarNode && list.Tag == "!!null" {
+				return "", fmt.Errorf("%s is empty%s, so it has no entry [%s]; set the whole list (--set '%s=[...]')", path, lineNote(list), sel, path)
+			}
 			if list.Kind != yaml.SequenceNode {
 				return "", fmt.Errorf("%s is %s%s, not a list", path, describe(list), lineNote(list))
 			}

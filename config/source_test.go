@@ -148,6 +148,17 @@ func TestSetErrors(t *testing.T) {
 	}
 }
 
+// TestSetIntoEmptyList: an entry of a list the file leaves empty cannot be
+// set; the error says to set the whole list.
+func TestSetIntoEmptyList(t *testing.T) {
+	src := strings.Replace(setBase, "  sets: [{name: test, split: test, problems: 20}]", "  sets:", 1)
+	set, _ := ParseSet("eval.sets[0].problems=1")
+	_, err := Parse([]byte(src), set)
+	if want := "--set eval.sets[0].problems=1: eval.sets is empty (line 17), so it has no entry [0]; set the whole list (--set 'eval.sets=[...]')"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
 // TestSetFlag: the flags that OUT/config.yaml and resume errors print are
 // quoted where a shell would change them, and parse back to the argument.
 func TestSetFlag(t *testing.T) {

@@ -92,6 +92,8 @@ var docCommands = []docEntry{
 var docInline = []docEntry{
 	{file: "README.md", cmd: "hacrl plot runs/arith-hacpo --grid", check: checkGrid},
 	{file: "README.md", cmd: "hacrl rollouts runs/arith-hacpo --step 10", check: checkRollouts},
+	{file: "README.md", cmd: "hacrl verify -3 -3"}, // exit 0: equal
+	{file: "README.md", cmd: "hacrl --version", check: checkVersion},
 }
 
 // A docEntry is one line of docCommands.
@@ -814,5 +816,12 @@ func checkGrid(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
 func checkRollouts(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
 	if !strings.HasPrefix(out.stdout, "step 10:") || !strings.Contains(out.stdout, "gpt-char") || !strings.Contains(out.stdout, "llama-bpe") {
 		t.Errorf("%s: not both agents' responses at step 10:\n%s", c, tail(out.stdout, 20))
+	}
+}
+
+// checkVersion: the version line names the program and the Go version.
+func checkVersion(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
+	if !strings.HasPrefix(out.stdout, "hacrl ") || !strings.Contains(out.stdout, "go1.") {
+		t.Errorf("%s: %q", c, out.stdout)
 	}
 }

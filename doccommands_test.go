@@ -743,65 +743,88 @@ func checkOutputInNotes(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
 	}
 }
 
-// TestDocUsageFlags holds the hacrl commands written inline in the docs'
-// text (`hacrl eval CHECKPOINT --set NAME [--samples k …]`) to the commands'
-// real flags: every --flag a span names must be in its command's --help.
+// TestDocUsageFlags holds the hacrl commands of the docs to the commands'
+// real flags: every --flag that a usage line of the text names
+// (`hacrl eval CHECKPOINT --set NAME [--samples k …]`), or a hacrl command of
+// a shell block, skipped ones included (`hacrl bench serve --config … --stream`,
+// `bin/hacrl-xla train CONFIG --backend xla:cuda`), must be in its command's
+// --help.
 func TestDocUsageFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds hacrl")
 	}
 	r := docSandbox(t)
-	helps := map[string]map[string]bool{} // flags by command path
-	checked := 0
-	cmdWord := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
-	flagRe := regexp.MustCompile(`(?:^|[\s\[|(])--([a-z][a-z0-9-]*)`)
-	helpFlag := regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z][a-z0-9-]*)`)
-	for _, f := range docFiles(t) {
+	type usage struct{ where, text string }
+	var usages []usage
+	files := docFiles(t)
+	blocks := docBlocks(t, files)
+	assignment := regexp.MustCompile(`^[A-Z_][A-Z0-9_]*=\S*$`)
+	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, sp := range doctest.InlineCode(src) {
-			text := strings.ReplaceAll(sp.Text, `\|`, "|")
-			words := strings.Fields(text)
-			if len(words) < 2 || words[0] != "hacrl" {
-				continue
-			}
-			var path []string
-			for _, w := range words[1:] {
-				if !cmdWord.MatchString(w) || len(path) == 2 {
-					break
+			usages = append(usages, usage{fmt.Sprintf("%s:%d: `%s`", f, sp.Line, sp.Text), strings.ReplaceAll(sp.Text, `\|`, "|")})
+		}
+		for _, b := range blocks[f] {
+			for _, c := range b.Commands {
+				words := strings.Fields(strings.ReplaceAll(c.Flat(), "go run ./cmd/hacrl", "hacrl"))
+				for len(words) > 0 && assignment.MatchString(words[0]) {
+					words = words[1:] // GOEXPERIMENT=simd …
 				}
-				path = append(path, w)
-			}
-			key := strings.Join(path, " ")
-			flags, ok := helps[key]
-			if !ok {
-				cmd := exec.Command(filepath.Join(r.bin, "hacrl"), append(path, "--help")...)
-				cmd.Env = r.env
-				out, err := cmd.Output()
-				if err != nil {
-					t.Fatalf("hacrl %s --help: %v", key, err)
+				if len(words) > 0 && (words[0] == "./hacrl" || words[0] == "bin/hacrl-xla") {
+					words[0] = "hacrl"
 				}
-				flags = map[string]bool{}
-				for _, m := range helpFlag.FindAllStringSubmatch(string(out), -1) {
-					flags[m[1]] = true
-				}
-				helps[key] = flags
-			}
-			checked++
-			var unknown []string
-			for _, m := range flagRe.FindAllStringSubmatch(text, -1) {
-				if !flags[m[1]] {
-					unknown = append(unknown, "--"+m[1])
-				}
-			}
-			if len(unknown) > 0 {
-				t.Errorf("%s:%d: `%s`: %s not a flag of hacrl %s (see hacrl help %s)", f, sp.Line, sp.Text, strings.Join(unknown, ", "), key, key)
+				usages = append(usages, usage{fmt.Sprintf("%s:%d: %s", f, c.Line, c.Flat()), strings.Join(words, " ")})
 			}
 		}
 	}
-	t.Logf("%d usage lines of %d commands checked", checked, len(helps))
+
+	helps := map[string]map[string]bool{} // flags by command path
+	checked := 0
+	cmdWord := regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+	flagRe := regexp.MustCompile(`(?:^|[\s\[|(])--([a-z][a-z0-9-]*)`)
+	helpFlag := regexp.MustCompile(`(?m)^\s+(?:-\w, )?--([a-z][a-z0-9-]*)`)
+	for _, u := range usages {
+		words := strings.Fields(u.text)
+		if len(words) < 2 || words[0] != "hacrl" {
+			continue
+		}
+		var path []string
+		for _, w := range words[1:] {
+			if !cmdWord.MatchString(w) || len(path) == 2 {
+				break
+			}
+			path = append(path, w)
+		}
+		key := strings.Join(path, " ")
+		flags, ok := helps[key]
+		if !ok {
+			cmd := exec.Command(filepath.Join(r.bin, "hacrl"), append(path, "--help")...)
+			cmd.Env = r.env
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("hacrl %s --help: %v", key, err)
+			}
+			flags = map[string]bool{}
+			for _, m := range helpFlag.FindAllStringSubmatch(string(out), -1) {
+				flags[m[1]] = true
+			}
+			helps[key] = flags
+		}
+		checked++
+		var unknown []string
+		for _, m := range flagRe.FindAllStringSubmatch(u.text, -1) {
+			if !flags[m[1]] {
+				unknown = append(unknown, "--"+m[1])
+			}
+		}
+		if len(unknown) > 0 {
+			t.Errorf("%s: %s not a flag of hacrl %s (see hacrl help %s)", u.where, strings.Join(unknown, ", "), key, key)
+		}
+	}
+	t.Logf("%d usage lines and commands of %d hacrl commands checked", checked, len(helps))
 }
 
 // checkGrid: one figure of the run's curves, in OUT/plots.

@@ -743,12 +743,16 @@ func checkOutputInNotes(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
 	}
 }
 
+// repoInput matches the repository's files that commands read.
+var repoInput = regexp.MustCompile(`^(examples|bench|scripts)/\S+\.(yaml|json|sh|py)$`)
+
 // TestDocUsageFlags holds the hacrl commands of the docs to the commands'
 // real flags: every --flag that a usage line of the text names
 // (`hacrl eval CHECKPOINT --set NAME [--samples k …]`), or a hacrl command of
 // a shell block, skipped ones included (`hacrl bench serve --config … --stream`,
 // `bin/hacrl-xla train CONFIG --backend xla:cuda`), must be in its command's
-// --help.
+// --help. The scripts the blocks run (bench/compare.sh) and the configs they
+// name (examples/…/*.yaml, bench/configs/*.json) must exist.
 func TestDocUsageFlags(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds hacrl")
@@ -777,6 +781,22 @@ func TestDocUsageFlags(t *testing.T) {
 					words[0] = "hacrl"
 				}
 				usages = append(usages, usage{fmt.Sprintf("%s:%d: %s", f, c.Line, c.Flat()), strings.Join(words, " ")})
+				// The repository's scripts and input files it names exist.
+				for i, w := range words {
+					w = strings.TrimPrefix(w, "./")
+					script := i == 0 && strings.Contains(w, "/") && !strings.HasPrefix(w, "/")
+					input := repoInput.MatchString(w)
+					if !script && !input {
+						continue
+					}
+					fi, err := os.Stat(w)
+					switch {
+					case err != nil:
+						t.Errorf("%s:%d: %s: the repository has no %s", f, c.Line, c.Flat(), w)
+					case script && fi.Mode()&0o111 == 0:
+						t.Errorf("%s:%d: %s: %s is not executable", f, c.Line, c.Flat(), w)
+					}
+				}
 			}
 		}
 	}

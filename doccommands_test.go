@@ -48,7 +48,7 @@ var docCommands = []docEntry{
 	{file: "README.md", cmd: `echo '[{"role":"user","content":"12+37"}]' > conv.json`},
 	{file: "README.md", cmd: "hacrl prompt examples/agents/llama-bpe --messages conv.json", check: checkPrompt},
 	{file: "README.md", cmd: `hacrl generate examples/agents/llama-bpe "12+37" "58-21"`, check: checkAnswersInComment},
-	{file: "README.md", cmd: "printf ", check: nil},
+	{file: "README.md", cmd: `printf '%s\n' '{"prompt":"12+37"}' '{"prompt":"58-21"}' > prompts.jsonl`},
 	{file: "README.md", cmd: "hacrl generate runs/arith-hacpo/final/llama-bpe --file prompts.jsonl", check: checkGenerateJSON},
 	{file: "README.md", cmd: "hacrl score runs/arith-hacpo/final/llama-bpe --jsonl out.jsonl", check: checkScore},
 	{file: "README.md", cmd: "hacrl serve examples/agents/llama-bpe --name arith &"},

@@ -416,6 +416,22 @@ func (m *Model) NumTrainable() int64 {
 	return n
 }
 
+// LoRAModules returns the short names (q_proj, c_attn, …) of the modules
+// m's adapters adapt, each once, in block order; nil without adapters.
+func (m *Model) LoRAModules() []string {
+	if m.lora == nil {
+		return nil
+	}
+	var names []string
+	for _, mod := range m.lora.mods {
+		n := mod.path[strings.LastIndex(mod.path, ".")+1:]
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 // Base returns m without its adapters: a model reading m's frozen base
 // weights (no copy, wherever either engine has moved them), for instance
 // the KL reference of a LoRA agent. It takes no Trainer and no adapters;

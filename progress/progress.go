@@ -1,7 +1,11 @@
 // Package progress shows a training run's progress: on a terminal, a live
 // status block redrawn in place (one line per agent with its current phase and
-// the time its phases took in the last step, and a run line with the step
-// rate and ETA); otherwise, or with CI=true, plain timestamped log lines.
+// the time its phases took in the last step, and a run line with the last
+// step's numbers and the ETA); otherwise, or with CI=true, plain timestamped
+// log lines: one per step (the step's numbers, its time and the ETA), and,
+// with Verbose, one per phase (sample, reward, score, update, …) of every
+// agent's step. Messages (Log: evaluations, resumes, warnings) are lines in
+// both, above the live block on a terminal.
 //
 // An agent that waits — for the other agents' rollouts, for an unreachable
 // bus — says so (Wait): what it waits for and since when, under its line
@@ -13,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,8 +42,13 @@ type Display struct {
 	since  map[string]time.Time // agent → phase start
 	last   map[string]map[string]time.Duration
 	msg    string
-	waits  map[string]*wait // agent → what it waits for, while it waits
+	nums   map[string]string // agent → its numbers of the last step (live)
+	width  func() int        // the terminal's columns (live; 0: unknown)
+	waits  map[string]*wait  // agent → what it waits for, while it waits
 	now    func() time.Time
+	// Verbose, without a terminal, logs each phase of every agent's step
+	// (a terminal's live block shows them anyway). Set it before use.
+	Verbose bool
 }
 
 // wait is what an agent waits for.
@@ -55,13 +65,20 @@ const plainEvery = 5 * time.Second
 // New returns a display writing to w; live redraw only when w is a terminal
 // and CI is not set.
 func New(w io.Writer, agents []string, totalSteps int) *Display {
-	live := false
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("CI") == "" {
-		live = true
-	}
-	return &Display{w: w, live: live, start: time.Now(), total: totalSteps, agents: agents,
+	d := &Display{w: w, start: time.Now(), total: totalSteps, agents: agents,
 		phase: map[string]string{}, since: map[string]time.Time{}, last: map[string]map[string]time.Duration{},
-		waits: map[string]*wait{}, now: time.Now}
+		waits: map[string]*wait{}, nums: map[string]string{}, now: time.Now, width: func() int { return 0 }}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) && os.Getenv("CI") == "" {
+		d.live = true
+		d.width = func() int {
+			cols, _, err := term.GetSize(int(f.Fd()))
+			if err != nil {
+				return 0
+			}
+			return cols
+		}
+	}
+	return d
 }
 
 // Wait shows that agent waits for what ("the rollouts of b, c at step 3",
@@ -131,12 +148,16 @@ func (d *Display) Phase(step int, agent, phase string) {
 	d.phase[agent], d.since[agent], d.step = phase, now, step
 	if d.live {
 		d.redraw()
-	} else if agent != "" {
+	} else if agent != "" && d.Verbose {
 		fmt.Fprintf(d.w, "%s step %d/%d %s: %s\n", now.Format("15:04:05"), step, d.total, agent, phase)
 	}
 }
 
-// Step records a finished step.
+// Step records a finished step, which took elapsed, with summary (the
+// agents' numbers, " · " between agents, each part starting with the
+// agent's name): one line, with the step's time and the ETA at the mean
+// time of the steps done in this process. The live block shows each
+// agent's part under the agent's line.
 func (d *Display) Step(step, total int, elapsed time.Duration, summary string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -154,13 +175,18 @@ func (d *Display) Step(step, total int, elapsed time.Duration, summary string) {
 	}
 	per := d.spent / time.Duration(d.done)
 	eta := per * time.Duration(total-step)
-	line := fmt.Sprintf("step %d/%d  %.1fs/step  ETA %s  %s", step, total, per.Seconds(), eta.Round(time.Second), summary)
+	head := fmt.Sprintf("step %d/%d  %.1fs  ETA %s", step, total, elapsed.Seconds(), eta.Round(time.Second))
 	if d.live {
-		d.msg = line
+		for _, part := range strings.Split(summary, " · ") {
+			if name, nums, ok := strings.Cut(part, " "); ok && slices.Contains(d.agents, name) {
+				d.nums[name] = nums
+			}
+		}
+		d.msg = head
 		d.redraw()
 		return
 	}
-	fmt.Fprintf(d.w, "%s %s\n", time.Now().Format("15:04:05"), line)
+	fmt.Fprintf(d.w, "%s %s  %s\n", time.Now().Format("15:04:05"), head, summary)
 }
 
 // Log prints a message above the live block (or as a line).
@@ -203,6 +229,9 @@ func (d *Display) redraw() {
 			ph = fmt.Sprintf("%s %.1fs", ph, time.Since(d.since[a]).Seconds())
 		}
 		fmt.Fprintf(&b, "  %-14s %-18s %s\n", a, ph, phaseTimes(d.last[a]))
+		if n := d.nums[a]; n != "" {
+			fmt.Fprintf(&b, "    %s\n", n)
+		}
 		if w := d.waits[a]; w != nil {
 			fmt.Fprintf(&b, "    %s\n", w.text(d.now()))
 		}
@@ -211,9 +240,25 @@ func (d *Display) redraw() {
 	if head == "" {
 		head = fmt.Sprintf("step %d/%d  elapsed %s", d.step, d.total, time.Since(d.start).Round(time.Second))
 	}
-	out := head + "\n" + b.String()
+	out := fit(head+"\n"+b.String(), d.width())
 	d.lines = strings.Count(out, "\n")
 	fmt.Fprint(d.w, out)
+}
+
+// fit cuts each line of s to cols-1 columns (nothing when cols is 0), so
+// that no line wraps and clear erases the whole block.
+func fit(s string, cols int) string {
+	if cols <= 1 {
+		return s
+	}
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		body := strings.TrimSuffix(l, "\n")
+		if r := []rune(body); len(r) > cols-1 {
+			lines[i] = string(r[:cols-1]) + l[len(body):]
+		}
+	}
+	return strings.Join(lines, "")
 }
 
 func phaseTimes(m map[string]time.Duration) string {

@@ -2,35 +2,45 @@ package progress
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
+// TestPlainLines: without a terminal a step is one line (its time, the ETA
+// at the mean step time, the summary) and a message one line; the phases
+// are lines only with Verbose.
 func TestPlainLines(t *testing.T) {
-	var buf bytes.Buffer
-	d := New(&buf, []string{"a", "b"}, 10)
-	if d.live {
-		t.Fatal("a bytes.Buffer is not a terminal")
-	}
-	d.Phase(1, "a", "sample")
-	d.Phase(1, "b", "update")
-	d.Step(1, 10, 2*time.Second, "a acc 0.5")
-	d.Step(2, 10, 4*time.Second, "a acc 0.6")
-	d.Log("resumed")
-	out := buf.String()
-	for _, want := range []string{
-		"step 1/10 a: sample", "step 1/10 b: update",
-		"step 1/10  2.0s/step  ETA 18s  a acc 0.5", // 9 steps left at 2 s
-		"step 2/10  3.0s/step  ETA 24s  a acc 0.6", // mean of 2 s and 4 s, 8 left
+	steps := []string{
+		"step 1/10  2.0s  ETA 18s  a acc 0.5", // 9 steps left at 2 s
+		"step 2/10  4.0s  ETA 24s  a acc 0.6", // 8 left at the mean of 2 s and 4 s
 		"resumed",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %q:\n%s", want, out)
-		}
 	}
-	if strings.Contains(out, "\x1b[") {
-		t.Errorf("plain output holds terminal escapes:\n%q", out)
+	phases := []string{"step 1/10 a: sample", "step 1/10 b: update"}
+	for _, verbose := range []bool{false, true} {
+		var buf bytes.Buffer
+		d := New(&buf, []string{"a", "b"}, 10)
+		d.Verbose = verbose
+		if d.live {
+			t.Fatal("a bytes.Buffer is not a terminal")
+		}
+		d.Phase(1, "a", "sample")
+		d.Phase(1, "b", "update")
+		d.Step(1, 10, 2*time.Second, "a acc 0.5")
+		d.Step(2, 10, 4*time.Second, "a acc 0.6")
+		d.Log("resumed")
+		want := steps
+		if verbose {
+			want = append(slices.Clone(phases), steps...)
+		}
+		var got []string
+		for _, l := range strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n") {
+			got = append(got, l[len("15:04:05 "):])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("verbose %v: lines\n%s\nwant\n%s", verbose, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	}
 }
 
@@ -111,5 +121,39 @@ func TestWaitLines(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLiveStep: on a terminal the step's numbers go under each agent's
+// line, the run line keeps the step, its time and the ETA, and no line of
+// the block is wider than the terminal, so that a redraw erases it all.
+func TestLiveStep(t *testing.T) {
+	for _, cols := range []int{0, 30} {
+		var buf bytes.Buffer
+		d := New(&buf, []string{"a", "bb"}, 10)
+		d.live, d.width = true, func() int { return cols }
+		d.Phase(1, "a", "sample")
+		d.Step(1, 10, 2*time.Second, "a acc 0.500 len 12.0 ω 0.93 clip 0.00/0.10 · bb acc 0.250 len 9.5 ω 1.07 clip 0.00/0.20")
+		out := buf.String()
+		block := out[strings.LastIndex(out, "step 1/10"):]
+		want := []string{
+			"step 1/10  2.0s  ETA 18s",
+			"  a              waiting            last: sample 0.0s",
+			"    acc 0.500 len 12.0 ω 0.93 clip 0.00/0.10",
+			"  bb             waiting            ",
+			"    acc 0.250 len 9.5 ω 1.07 clip 0.00/0.20",
+		}
+		got := strings.Split(strings.TrimSuffix(block, "\n"), "\n")
+		if len(got) != len(want) || d.lines != len(want) {
+			t.Fatalf("cols %d: block of %d lines (%d counted), want %d:\n%s", cols, len(got), d.lines, len(want), block)
+		}
+		for i, w := range want {
+			if r := []rune(w); cols > 0 && len(r) > cols-1 {
+				w = string(r[:cols-1])
+			}
+			if got[i] != w {
+				t.Errorf("cols %d: line %d %q, want %q", cols, i, got[i], w)
+			}
+		}
 	}
 }

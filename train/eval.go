@@ -3,6 +3,9 @@ package train
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hacrl/hacrl/config"
@@ -140,6 +143,7 @@ func (r *Run) evaluate(ctx context.Context, step int) error {
 		t0 := time.Now()
 		vals := map[string]float64{}
 		for _, s := range r.evals {
+			ts := time.Now()
 			res, err := evaluateWith(ctx, a, s.task, s.problems, s.cfg, func(p string) *randSource { return r.rng(step, i, "eval/"+s.cfg.Name+"/"+p) }, r.evalJudge(s, step))
 			if err != nil {
 				return fmt.Errorf("eval %s of agent %s at step %d: %w", s.cfg.Name, a.Name, step, err)
@@ -147,6 +151,7 @@ func (r *Run) evaluate(ctx context.Context, step int) error {
 			for k, v := range res.Values {
 				vals["eval/"+s.cfg.Name+"/"+k] = v
 			}
+			r.obs.Log(evalLine(step, a.Name, s.cfg.Name, res, time.Since(ts)))
 		}
 		vals["time/eval"] = time.Since(t0).Seconds()
 		if err := r.metrics.Write(metrics.Record{Step: step, Agent: a.Name, Values: vals}); err != nil {
@@ -158,6 +163,20 @@ func (r *Run) evaluate(ctx context.Context, step int) error {
 		r.lastEval[a.Name] = vals
 	}
 	return nil
+}
+
+// evalLine is the line that reports agent's evaluation on set after step
+// steps, which took d: its metrics as metrics.jsonl names them
+// (eval/<set>/<metric>), in the final table's order and precision.
+func evalLine(step int, agent, set string, res *Result, d time.Duration) string {
+	keys := slices.Sorted(maps.Keys(res.Values))
+	var b strings.Builder
+	fmt.Fprintf(&b, "eval step %d %s %s:", step, agent, set)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s %.3f", k, res.Values[k])
+	}
+	fmt.Fprintf(&b, " (%d problems, %.1fs)", res.Problems, d.Seconds())
+	return b.String()
 }
 
 // checkEvalFits reports, before any work, an evaluation prompt that leaves an

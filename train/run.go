@@ -45,6 +45,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -472,7 +473,7 @@ func (r *Run) Train(ctx context.Context) (*Summary, error) {
 		if err := r.metrics.Write(metrics.Record{Step: done, Values: r.wide}); err != nil {
 			return nil, err
 		}
-		r.obs.Step(done, steps, elapsed, stepSummary(r.agents, vals))
+		r.obs.Step(done, steps, elapsed, r.stepSummary(vals))
 		last := done == steps
 		if len(r.evals) > 0 && (last || (r.cfg.Eval.Every > 0 && done%r.cfg.Eval.Every == 0)) {
 			if err := r.evaluate(context.WithoutCancel(ctx), done); err != nil {
@@ -508,10 +509,43 @@ func (r *Run) interrupted() bool {
 	}
 }
 
-func stepSummary(agents []*Agent, vals []map[string]float64) string {
+// stepSummary is the step's line of numbers per agent, those a user
+// watches: acc, the fraction of its responses judged correct (and, with an
+// external reward, reward, their mean reward); len, their mean length in
+// tokens, with the fraction cut at max_new_tokens when any was; ω, the
+// capability ratio that weighs each other agent's rollouts in its update
+// (methods that share rollouts, in config order); clip, the fraction of
+// its own tokens (sequences under GSPO) clipped and, after "/", of the
+// other agents' sequences clipped at either bound.
+func (r *Run) stepSummary(vals []map[string]float64) string {
 	var parts []string
-	for _, a := range agents {
-		parts = append(parts, fmt.Sprintf("%s acc %.3f", a.Name, vals[a.Index]["accuracy/train"]))
+	for _, a := range r.agents {
+		v := vals[a.Index]
+		var b strings.Builder
+		b.WriteString(a.Name)
+		if r.reward != nil {
+			fmt.Fprintf(&b, " reward %.3f", v["reward/mean"])
+		}
+		fmt.Fprintf(&b, " acc %.3f len %.1f", v["accuracy/train"], v["length/mean"])
+		if cut := v["length/truncated_frac"]; cut > 0 {
+			fmt.Fprintf(&b, " (%.0f%% cut)", 100*cut)
+		}
+		if r.algo.SharesRollouts && len(r.names) > 1 {
+			var ws []string
+			for _, src := range r.names {
+				if w, ok := v["omega/"+src]; ok && src != a.Name {
+					ws = append(ws, fmt.Sprintf("%.2f", w))
+				}
+			}
+			if len(ws) > 0 {
+				fmt.Fprintf(&b, " ω %s", strings.Join(ws, "/"))
+			}
+		}
+		fmt.Fprintf(&b, " clip %.2f", v["clip/self_frac"])
+		if r.algo.SharesRollouts && len(r.names) > 1 {
+			fmt.Fprintf(&b, "/%.2f", v["clip/cross_lower_frac"]+v["clip/cross_upper_frac"])
+		}
+		parts = append(parts, b.String())
 	}
 	return strings.Join(parts, " · ")
 }
@@ -572,8 +606,12 @@ func (r *Run) Plan() string {
 		if micro == 0 {
 			micro = c.MiniBatch
 		}
-		fmt.Fprintf(&b, "  %-14s %s %d params, trains on %d sequences in %d updates of up to %d (micro-batch %d); lr %g %s\n",
-			a.Name, a.Model.Config().Family, a.Model.NumParams(), p.Sequences(), p.Updates(), c.MiniBatch, micro, a.Opt.LR, a.Opt.Schedule)
+		fmt.Fprintf(&b, "  %-14s %s, params %s", a.Name, a.Model.Config().Family, count(a.Model.NumParams()))
+		if l, ok := a.Model.LoRA(); ok {
+			fmt.Fprintf(&b, ", trainable %s (LoRA r %d on %s)", count(a.Model.NumTrainable()), l.Rank, strings.Join(a.Model.LoRAModules(), ", "))
+		}
+		fmt.Fprintf(&b, "; trains on %d sequences in %d updates of up to %d (micro-batch %d); lr %g %s\n",
+			p.Sequences(), p.Updates(), c.MiniBatch, micro, a.Opt.LR, a.Opt.Schedule)
 		for _, mb := range p.MiniBatches {
 			fmt.Fprintf(&b, "      m=%d: %d self + %d cross", mb.M, mb.Self, mb.Cross)
 			if mb.Cross > 0 && mb.CrossLower > 0 {
@@ -583,6 +621,27 @@ func (r *Run) Plan() string {
 		}
 	}
 	return b.String()
+}
+
+// count writes a number of parameters as a person reads it: in full below
+// 10,000, else to three significant digits with K, M or B (36.9K, 596M).
+func count(n int64) string {
+	if n < 10000 {
+		return strconv.FormatInt(n, 10)
+	}
+	units := []string{"K", "M", "B", "T"}
+	v, u := float64(n)/1000, 0
+	for v >= 999.5 && u < len(units)-1 {
+		v, u = v/1000, u+1
+	}
+	digits := 0
+	switch {
+	case v < 9.995:
+		digits = 2
+	case v < 99.95:
+		digits = 1
+	}
+	return strconv.FormatFloat(v, 'f', digits, 64) + units[u]
 }
 
 // setComputeDType gives an agent's model and its reference the compute

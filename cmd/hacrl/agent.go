@@ -61,6 +61,7 @@ func agentCmd() *cobra.Command {
 		b                 busFlags
 		o                 trainOverrides
 		resume, overwrite bool
+		verbose           bool
 		sess              agentSession
 	)
 	cmd := &cobra.Command{
@@ -111,7 +112,7 @@ embedded server, on this machine.`,
 			if !cmd.Flags().Changed("out") {
 				cfg.Out = filepath.Join(cfg.Out, "agents", name)
 			}
-			return runAgent(cmd.Context(), cmd.ErrOrStderr(), cmd.OutOrStdout(), cfg, name, b, sess, train.Options{Resume: resume, Overwrite: overwrite})
+			return runAgent(cmd.Context(), cmd.ErrOrStderr(), cmd.OutOrStdout(), cfg, name, b, sess, verbose, train.Options{Resume: resume, Overwrite: overwrite})
 		},
 	}
 	f := cmd.Flags()
@@ -121,13 +122,14 @@ embedded server, on this machine.`,
 	f.BoolVar(&resume, "resume", false, "continue from the agent's latest intact checkpoint")
 	f.BoolVar(&overwrite, "overwrite", false, "delete the agent's earlier run in its output directory and start again")
 	sess.register(f)
+	registerVerbose(f, &verbose)
 	return cmd
 }
 
 // runAgent joins the run on the bus as agent name and trains it. Once ctx
 // is cancelled (or sess's supervisor says so) the agent asks the others to
 // stop (stop.go); it goes on, bus waits and all, until they agree.
-func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config, name string, b busFlags, sess agentSession, opts train.Options) error {
+func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config, name string, b busFlags, sess agentSession, verbose bool, opts train.Options) error {
 	interrupt, cancel := sess.interrupts(ctx, stderr)
 	defer cancel()
 	ctx = context.WithoutCancel(ctx)
@@ -136,6 +138,7 @@ func runAgent(ctx context.Context, stderr, stdout io.Writer, cfg *config.Config,
 		return usage("--wait must be positive, got %v", b.wait)
 	}
 	disp := progress.New(stderr, []string{name}, cfg.Steps)
+	disp.Verbose = verbose
 	defer disp.Close()
 	st := &busStatus{disp: disp, agent: name, url: b.url, wait: b.wait}
 	var conn *bus.Conn

@@ -188,7 +188,7 @@ func TestAgentsStopTogether(t *testing.T) {
 	}
 	defer srv.Close()
 	start := func(name string, more ...string) *liveRun {
-		return startLive(t, nil, append([]string{"agent", cfg, "--agent", name, "--bus", srv.URL(), "--wait", "15s"}, more...)...)
+		return startLive(t, nil, append([]string{"agent", cfg, "--agent", name, "--bus", srv.URL(), "--wait", "15s", "--verbose"}, more...)...)
 	}
 	ahead, behind := start("gpt-char"), start("llama-bpe")
 

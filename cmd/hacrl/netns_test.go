@@ -51,7 +51,7 @@ func newHostRun(t *testing.T) *hostRun {
 // agent starts agent name on its host, joined to the bus over its link.
 func (h *hostRun) agent(t *testing.T, name string, extra ...string) *liveRun {
 	leaf := h.star.Leaves[name]
-	args := append([]string{"agent", h.cfg, "--agent", name, "--bus", "nats://" + leaf.HubAddr + ":4222", "--wait", hostWait.String()}, extra...)
+	args := append([]string{"agent", h.cfg, "--agent", name, "--bus", "nats://" + leaf.HubAddr + ":4222", "--wait", hostWait.String(), "--verbose"}, extra...)
 	return startOn(t, &leaf.Host, h.token, args...)
 }
 

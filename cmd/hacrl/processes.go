@@ -106,6 +106,9 @@ func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg
 	}
 	base := []string{"agent", cfgPath, "--bus", srv.URL(), "--wait", p.wait.String()}
 	base = append(base, o.args(cmd.Flags())...)
+	if v, _ := cmd.Flags().GetBool("verbose"); v {
+		base = append(base, "--verbose")
+	}
 	sup := &supervisor{ctx: ctx, exe: exe, env: append(os.Environ(), busTokenEnv+"="+token), stdout: &lockedWriter{w: cmd.OutOrStdout()}, stderr: stderr, restarts: p.restarts}
 	outcomes := sup.run(local, func(name string, resume bool) []string {
 		args := append(slices.Clone(base), "--agent", name, "--out", filepath.Join(cfg.Out, "agents", name))

@@ -87,10 +87,14 @@ func sameMetrics(t *testing.T, what string, got, want []metrics.Record) {
 	t.Fatalf("%s: %d records, want %d", what, len(got), len(want))
 }
 
-var referenceMu sync.Mutex
+var (
+	referenceMu     sync.Mutex
+	referenceStderr string // the run's standard error
+)
 
 // reference trains the shortened example in one process, once per test
-// binary, and returns its metrics.
+// binary, and returns its metrics (and keeps its standard error in
+// referenceStderr).
 func reference(t *testing.T) []metrics.Record {
 	t.Helper()
 	bin := hacrlBin(t)
@@ -103,6 +107,7 @@ func reference(t *testing.T) []metrics.Record {
 		if res.code != 0 {
 			t.Fatalf("single-process run: status %d\n%s", res.code, res.stderr)
 		}
+		referenceStderr = res.stderr
 	}
 	return stableMetrics(t, filepath.Join(out, "metrics.jsonl"))
 }
@@ -116,8 +121,10 @@ func TestProcessesMatchOneProcess(t *testing.T) {
 	if res.code != 0 {
 		t.Fatalf("status %d\n%s", res.code, res.stderr)
 	}
-	sameMetrics(t, "--processes", stableMetrics(t, filepath.Join(out, "metrics.jsonl")), want)
+	merged := stableMetrics(t, filepath.Join(out, "metrics.jsonl"))
+	sameMetrics(t, "--processes", merged, want)
 	for _, name := range []string{"gpt-char", "llama-bpe"} {
+		checkProgress(t, "--processes "+name, agentLines(res.stderr, name), 4, []string{name}, merged, false)
 		if !strings.Contains(res.stdout, "["+name+"] "+name) {
 			t.Errorf("standard output lacks %s's final table:\n%s", name, res.stdout)
 		}
@@ -226,14 +233,14 @@ func TestProcessesSurviveKills(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 
 	// The whole run killed after a random number of progress lines.
-	l := startLive(t, nil, "train", cfg, "--processes")
+	l := startLive(t, nil, "train", cfg, "--processes", "--verbose") // a line per phase: kills at any of them
 	lines := 4 + rng.IntN(20)
 	l.waitFor(t, 2*time.Minute, "progress", func(out string) bool { return strings.Count(out, " step ") >= lines })
 	l.cmd.Process.Kill()
 	l.wait(t, time.Minute)
 
 	// Then agents killed at random moments while the run goes on.
-	l = startLive(t, nil, "train", cfg, "--processes", "--resume", "--max-restarts", "20")
+	l = startLive(t, nil, "train", cfg, "--processes", "--verbose", "--resume", "--max-restarts", "20")
 	kills := 0
 	for kills < 4 {
 		out := l.waitFor(t, 2*time.Minute, "an agent process", func(out string) bool {
@@ -337,7 +344,7 @@ func TestAgentsRideOutBusRestart(t *testing.T) {
 	opts.Listen = strings.TrimPrefix(url, "nats://")
 	var agents []*liveRun
 	for _, name := range []string{"gpt-char", "llama-bpe"} {
-		agents = append(agents, startLive(t, nil, "agent", cfg, "--agent", name, "--bus", url))
+		agents = append(agents, startLive(t, nil, "agent", cfg, "--agent", name, "--bus", url, "--verbose"))
 	}
 	agents[0].waitFor(t, 2*time.Minute, "step 2", func(out string) bool { return strings.Contains(out, "step 2/4") })
 	srv.Close()

@@ -18,6 +18,7 @@ func trainCmd() *cobra.Command {
 		resume    bool
 		overwrite bool
 		printDefs bool
+		verbose   bool
 		procs     procFlags
 	)
 	cmd := &cobra.Command{
@@ -38,6 +39,17 @@ true, '[{name: test, split: test, problems: 50}]'). Repeat it for more keys;
 they apply in order, before --steps, --seed, --out and --backend, and are
 checked as the same edit of the file would be. OUT/config.yaml records them,
 and --resume needs the same values (it names any key that differs).
+
+Progress goes to standard error. On a terminal it is a block redrawn in
+place: each agent's phase and the numbers of the last step. Otherwise (a
+file, a pipe, CI=true) it is one line per step: the step, its time, the
+ETA, and per agent the accuracy of its step's responses (and their mean
+reward with an external reward), their mean length in tokens (and the share
+cut at max_new_tokens), ω, the capability ratio that weighs each other
+agent's rollouts, and the shares clipped of its own samples and of the
+others' (clip self/cross). --verbose adds a line per phase of every agent's
+step. Each evaluation is a line when it happens, with its metrics as
+metrics.jsonl names them.
 
 OUT belongs to one run: a second run pointed at it while the first is going
 is refused, naming it. A new run needs a missing or empty OUT; --overwrite
@@ -79,6 +91,7 @@ command says what each agent did and exits with status 130.`,
 				names[i] = a.Name
 			}
 			disp := progress.New(os.Stderr, names, cfg.Steps)
+			disp.Verbose = verbose
 			defer disp.Close()
 			run, err := train.New(cmd.Context(), cfg, train.Options{Resume: resume, Overwrite: overwrite, Observer: disp})
 			if err != nil {
@@ -106,6 +119,7 @@ command says what each agent did and exits with status 130.`,
 	f.BoolVar(&resume, "resume", false, "continue from the latest intact checkpoint in the output directory")
 	f.BoolVar(&overwrite, "overwrite", false, "delete the earlier run in the output directory and start again")
 	procs.register(f)
+	registerVerbose(f, &verbose)
 	f.BoolVar(&printDefs, "print-defaults", false, "print the config with every default filled in (as OUT/config.yaml records it) and exit without training")
 	return cmd
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hacrl/hacrl/internal/pyenv"
 	"github.com/hacrl/hacrl/model"
+	"github.com/hacrl/hacrl/reward"
 )
 
 // TestPlanLoRA: the plan gives a LoRA agent's trainable parameters beside
@@ -98,6 +99,45 @@ func TestCount(t *testing.T) {
 	} {
 		if got := count(tt.n); got != tt.want {
 			t.Errorf("count(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestStepSummary: a step's line gives, per agent this process trains,
+// acc and len (the share cut when any was), ω of each other agent in
+// config order and clip self/cross where rollouts are shared, and the
+// mean reward only with an external reward.
+func TestStepSummary(t *testing.T) {
+	names := []string{"a", "b", "c"}
+	vals := []map[string]float64{
+		{"accuracy/train": 0.8125, "reward/mean": 0.8125, "length/mean": 31.25, "omega/b": 0.5, "omega/c": 2,
+			"clip/self_frac": 0.01, "clip/cross_lower_frac": 0.25, "clip/cross_upper_frac": 0.125},
+		{"accuracy/train": 0.25, "reward/mean": 0.4, "length/mean": 9, "length/truncated_frac": 0.125, "omega/a": 2, "omega/c": 4},
+		{},
+	}
+	agents := []*Agent{{Name: "a", Index: 0}, {Name: "b", Index: 1}}
+	tests := []struct {
+		name   string
+		shares bool
+		reward bool
+		agents []*Agent
+		want   string
+	}{
+		{"shared", true, false, agents,
+			"a acc 0.812 len 31.2 ω 0.50/2.00 clip 0.01/0.38 · b acc 0.250 len 9.0 (12% cut) ω 2.00/4.00 clip 0.00/0.00"},
+		{"private, external reward", false, true, agents,
+			"a reward 0.812 acc 0.812 len 31.2 clip 0.01 · b reward 0.400 acc 0.250 len 9.0 (12% cut) clip 0.00"},
+		{"one agent's process", true, false, agents[1:],
+			"b acc 0.250 len 9.0 (12% cut) ω 2.00/4.00 clip 0.00/0.00"},
+	}
+	for _, tt := range tests {
+		r := &Run{agents: tt.agents, names: names}
+		r.algo.SharesRollouts = tt.shares
+		if tt.reward {
+			r.reward = &reward.Client{}
+		}
+		if got := r.stepSummary(vals); got != tt.want {
+			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
 		}
 	}
 }

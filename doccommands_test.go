@@ -43,8 +43,11 @@ import (
 // the text says what a command prints or writes, holds it to that.
 var docCommands = []docEntry{
 	{file: "README.md", cmd: "GOEXPERIMENT=simd go run ./cmd/hacrl train examples/arith-hacpo.yaml", check: checkMainTable},
-	{file: "README.md", cmd: "GOEXPERIMENT=simd go install ./cmd/hacrl", skip: "the test has built this hacrl and put it first on PATH; go install in the sandbox would compile every package again for its directory (10 s or more)"},
 	{file: "README.md", cmd: "./scripts/test.sh", skip: "the test suite itself (CI runs it)"},
+	{file: "README.md", cmd: "GOEXPERIMENT=simd go install ./cmd/hacrl", skip: "the test has built this hacrl and put it first on PATH; go install in the sandbox would compile every package again for its directory (10 s or more)"},
+	{file: "README.md", cmd: "hacrl --version", check: checkVersion},
+	{file: "README.md", cmd: "hacrl train examples/arith-hacpo.yaml --set 'agents[llama-bpe].optimizer.lr=2e-4'", skip: "a second 50-step run (about 50 s, over this test's budget); cmd/hacrl's TestTrainSet holds a run with --set to the edited file's metrics"},
+	{file: "README.md", cmd: "hacrl train examples/arith-hacpo.yaml --set 'eval.sets=[{name: test, split: test, problems: 50}]' --steps 5", check: checkOverride},
 	{file: "README.md", cmd: `echo '[{"role":"user","content":"12+37"}]' > conv.json`},
 	{file: "README.md", cmd: "hacrl prompt examples/agents/llama-bpe --messages conv.json", check: checkPrompt},
 	{file: "README.md", cmd: `hacrl generate examples/agents/llama-bpe "12+37" "58-21"`, check: checkAnswersInComment},
@@ -725,6 +728,19 @@ func checkPrintDefaults(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
 	for _, want := range []string{"name: qwen3-llama32-math", "checkpoint: models/Qwen3-0.6B", "checkpoint: models/Llama-3.2-1B-Instruct"} {
 		if !strings.Contains(out.stdout, want) {
 			t.Errorf("%s: the config lacks %q:\n%s", c, want, out.stdout)
+		}
+	}
+}
+
+// checkOverride: the run's config.yaml records the --set and holds its value.
+func checkOverride(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
+	b, err := os.ReadFile(filepath.Join(r.dir, "runs/quick/config.yaml"))
+	if err != nil {
+		t.Fatalf("%s: %v", c, err)
+	}
+	for _, want := range []string{"--set 'eval.sets=[{name: test, split: test, problems: 50}]'", "problems: 50", "steps: 5"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s: runs/quick/config.yaml lacks %q:\n%s", c, want, b)
 		}
 	}
 }

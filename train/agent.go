@@ -233,7 +233,7 @@ func hubHint(dir string) string {
 	if !hubID.MatchString(dir) {
 		return ""
 	}
-	return fmt.Sprintf("; if %s is a Hugging Face hub id: hacrl downloads nothing — fetch it on a machine with network (huggingface-cli download %s --local-dir DIR) and give DIR", dir, dir)
+	return fmt.Sprintf("; if %s is a Hugging Face hub id: hacrl downloads nothing — fetch it on a machine with network (hf download %s --local-dir DIR; huggingface-cli in older huggingface_hub) and give DIR", dir, dir)
 }
 
 // newAgent is loadAgent for an agent whose LoRA adapters, if its config has

@@ -25,7 +25,7 @@ func TestCheckpointDirErr(t *testing.T) {
 	}{
 		{0, dir, nil, nil},
 		{1, "examples/agents/llama-bp", []string{"agents[1].checkpoint: no directory examples/agents/llama-bp", "config.json, model.safetensors"}, []string{"hub id"}},
-		{0, "Qwen/Qwen3-0.6B", []string{"agents[0].checkpoint: no directory Qwen/Qwen3-0.6B", "hacrl downloads nothing", "huggingface-cli download Qwen/Qwen3-0.6B --local-dir DIR"}, nil},
+		{0, "Qwen/Qwen3-0.6B", []string{"agents[0].checkpoint: no directory Qwen/Qwen3-0.6B", "hacrl downloads nothing", "hf download Qwen/Qwen3-0.6B --local-dir DIR"}, nil},
 		{2, file, []string{"agents[2].checkpoint: " + file + " is a file"}, []string{"hub id"}},
 	}
 	for _, tc := range tests {

@@ -42,7 +42,7 @@ eval:
 // id says hacrl downloads nothing and how to make the directory.
 func TestStartErrorsNameKeyAndLine(t *testing.T) {
 	t.Chdir("..")
-	hub := []string{"hacrl downloads nothing", "huggingface-cli download Qwen/Qwen3-0.6B --local-dir DIR"}
+	hub := []string{"hacrl downloads nothing", "hf download Qwen/Qwen3-0.6B --local-dir DIR"}
 	tests := []struct {
 		name     string
 		old, new string   // an edit of errorsCase
@@ -147,7 +147,7 @@ func TestModelDirHints(t *testing.T) {
 			t.Errorf("%s: no error", tt.name)
 			continue
 		}
-		for _, w := range []string{tt.want, "hacrl downloads nothing", "huggingface-cli download Qwen/Qwen3-0.6B --local-dir DIR"} {
+		for _, w := range []string{tt.want, "hacrl downloads nothing", "hf download Qwen/Qwen3-0.6B --local-dir DIR"} {
 			if !strings.Contains(err.Error(), w) {
 				t.Errorf("%s:\n%v\nwant it to contain %q", tt.name, err, w)
 			}

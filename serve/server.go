@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hacrl/hacrl/model"
@@ -63,6 +64,10 @@ type Config struct {
 	// Logf logs what goes wrong inside the server (panics, failed steps);
 	// default the standard logger.
 	Logf func(format string, args ...any)
+	// ShutdownTimeout bounds how long Serve, once its context is done,
+	// lets the requests in flight finish; past it they are cut (see
+	// Serve). Default 30 s.
+	ShutdownTimeout time.Duration
 
 	hooks       func(*scheduler) // tests: sets the scheduler's hooks before it starts
 	bodyTimeout time.Duration    // how long a request's body may take to arrive (tests shorten it)
@@ -78,6 +83,15 @@ const defaultBodyTimeout = 30 * time.Second
 // frees its slot, instead of holding it forever.
 const defaultSendTimeout = 30 * time.Second
 
+// DefaultShutdownTimeout is how long a stopping server lets the requests
+// in flight finish unless Config.ShutdownTimeout says otherwise.
+const DefaultShutdownTimeout = 30 * time.Second
+
+// cutGrace is how long the handlers of requests cut at the shutdown bound
+// get to write their ending (an error, or an error event and [DONE])
+// before their connections are closed.
+const cutGrace = 2 * time.Second
+
 // maxLogProbs is the most top log-probs a request can ask per token.
 const maxLogProbs = 20
 
@@ -88,7 +102,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, errors.New("serve: Config.Model is nil")
 	case cfg.Tok == nil:
 		return cfg, errors.New("serve: Config.Tok is nil")
-	case cfg.MaxBatch < 0, cfg.MaxContext < 0, cfg.MaxConcurrent < 0, cfg.MaxN < 0, cfg.MaxBodyBytes < 0:
+	case cfg.MaxBatch < 0, cfg.MaxContext < 0, cfg.MaxConcurrent < 0, cfg.MaxN < 0, cfg.MaxBodyBytes < 0, cfg.ShutdownTimeout < 0:
 		return cfg, errors.New("serve: negative bound in Config")
 	}
 	mc := cfg.Model.Config()
@@ -132,6 +146,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
+	if cfg.ShutdownTimeout == 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
 	return cfg, nil
 }
 
@@ -144,6 +161,7 @@ type Server struct {
 	slots   chan struct{} // generation requests in flight
 	handler http.Handler
 	swapMu  sync.Mutex // one weight update at a time
+	cut     atomic.Int64
 }
 
 // New starts a server of cfg's model: its scheduler runs until Close.
@@ -182,12 +200,27 @@ func (s *Server) Stats() Stats {
 // WeightVersion is the version of the weights new requests sample with.
 func (s *Server) WeightVersion() string { return s.sched.current.Load().version }
 
-// Serve serves HTTP on l until ctx is done, then shuts down gracefully:
-// no new connections, requests in flight finish (for at most 30 s). It
-// does not stop the scheduler; Close does.
+// Serve serves HTTP on l until ctx is done, then shuts down: it stops
+// accepting (the listener closes, idle connections and connections that
+// have not sent a byte yet are closed at once), lets the requests in
+// flight finish, streams included, and returns as soon as none is left.
+// Those still running after Config.ShutdownTimeout are cut: the
+// scheduler stops, so a request still waiting or decoding gets a 503 in
+// OpenAI's error shape, a stream that has begun an error event and
+// [DONE]; a connection whose handler has not ended cutGrace later (a
+// body still arriving, a client that stopped reading) is closed. After a
+// cut the server serves no more; Close is still to be called.
 func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	var fresh sync.Map // net.Conn → struct{}: connections that have not sent a request yet
 	srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: log.New(logWriter{s.cfg.Logf}, "", 0)}
+		ErrorLog: log.New(logWriter{s.cfg.Logf}, "", 0),
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				fresh.Store(c, struct{}{})
+			} else {
+				fresh.Delete(c)
+			}
+		}}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(l) }()
 	select {
@@ -195,15 +228,44 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// http.Server.Shutdown waits up to 5 s for a connection that has not
+	// sent a byte yet (a client's pre-opened one): no request is lost by
+	// closing it, since the listener is closed first.
+	shut := make(chan error, 1)
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
-	err := srv.Shutdown(sctx)
+	go func() { shut <- srv.Shutdown(sctx) }()
+	go func() {
+		for t := time.Millisecond; ; t = min(2*t, 100*time.Millisecond) {
+			fresh.Range(func(c, _ any) bool {
+				c.(net.Conn).Close()
+				fresh.Delete(c)
+				return true
+			})
+			select {
+			case <-sctx.Done():
+				return
+			case <-time.After(t):
+			}
+		}
+	}()
+	err := <-shut
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = srv.Close()
+		n := len(s.slots)
+		s.sched.stop()
+		gctx, gcancel := context.WithTimeout(context.Background(), cutGrace)
+		defer gcancel()
+		if err = srv.Shutdown(gctx); errors.Is(err, context.DeadlineExceeded) {
+			err = srv.Close()
+		}
+		s.cut.Add(int64(n))
 	}
 	<-errc
 	return err
 }
+
+// Cut is how many generation requests Serve cut at its shutdown bound.
+func (s *Server) Cut() int { return int(s.cut.Load()) }
 
 // Close stops the scheduler: requests still decoding fail with "the server
 // is shutting down". Call it after Serve returned.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/gomlx/compute"
 
@@ -20,6 +21,7 @@ func serveCmd() *cobra.Command {
 		addr, apiKey, name, version, backendCfg  string
 		maxBatch, maxContext, maxConc, maxN, def int
 		maxBody                                  int64
+		shutdown                                 time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve CHECKPOINT",
@@ -56,8 +58,13 @@ they were sampled with.
 It binds to 127.0.0.1:8000 (--addr); --api-key KEY (or $HACRL_API_KEY)
 requires "Authorization: Bearer KEY" on every route. Requests over a bound
 (--max-body-bytes, --max-n, the context --max-context, --max-concurrent in
-flight) get a 4xx in OpenAI's error shape. Interrupt to stop: requests in
-flight finish first.
+flight) get a 4xx in OpenAI's error shape.
+
+An interrupt (SIGINT, SIGTERM) stops it: no new connections, the requests
+in flight (streams too) finish, and it exits with status 130 as soon as
+none is left, at once when idle. Requests still running after
+--shutdown-timeout are cut: a 503 in OpenAI's error shape, or for a stream
+that has begun an error event and [DONE]. A second interrupt aborts.
 
 It needs the native engine: a float32 model on the CPU (bfloat16 and
 float16 checkpoints load as float32).
@@ -65,7 +72,10 @@ float16 checkpoints load as float32).
 ` + varsHelp + "\n\n" + adapterHelp,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			onInterrupt("stopping the server once the requests in flight finish")
+			if shutdown <= 0 {
+				return usage("--shutdown-timeout must be > 0, got %s", shutdown)
+			}
+			onInterrupt(fmt.Sprintf("stopping the server: no new requests; those in flight get up to %s (--shutdown-timeout) to finish", shutdown))
 			if err := tf.check(); err != nil {
 				return err
 			}
@@ -94,7 +104,7 @@ float16 checkpoints load as float32).
 			}
 			cfg := serve.Config{Model: a.Model, Tok: a.Tok, Template: a.Template, Sampling: smp, Name: name,
 				APIKey: apiKey, WeightVersion: version, MaxBatch: maxBatch, MaxContext: maxContext,
-				MaxConcurrent: maxConc, MaxN: maxN, MaxBodyBytes: maxBody,
+				MaxConcurrent: maxConc, MaxN: maxN, MaxBodyBytes: maxBody, ShutdownTimeout: shutdown,
 				Load: func(_ context.Context, dir string) (*model.Model, error) { return loadUpdate(b, s, dir) }}
 			srv, err := serve.New(cfg)
 			if err != nil {
@@ -108,7 +118,19 @@ float16 checkpoints load as float32).
 			c := srv.Config()
 			fmt.Fprintf(cmd.ErrOrStderr(), "serving %s (weight version %s) on http://%s: %d sequences at once, context %d tokens, %d requests in flight\n",
 				c.Name, c.WeightVersion, l.Addr(), c.MaxBatch, c.MaxContext, c.MaxConcurrent)
-			return srv.Serve(cmd.Context(), l)
+			if err := srv.Serve(cmd.Context(), l); err != nil {
+				return err
+			}
+			msg := "stopped"
+			switch n := srv.Cut(); n {
+			case 0:
+			case 1:
+				msg += fmt.Sprintf(" (1 request still running after --shutdown-timeout %s was cut)", shutdown)
+			default:
+				msg += fmt.Sprintf(" (%d requests still running after --shutdown-timeout %s were cut)", n, shutdown)
+			}
+			fmt.Fprintln(cmd.ErrOrStderr(), msg)
+			return exitCode(130) // Serve returns only once ctx is done: an interrupt
 		},
 	}
 	f := cmd.Flags()
@@ -124,6 +146,7 @@ float16 checkpoints load as float32).
 	f.IntVar(&maxN, "max-n", 0, "most choices per request, prompts × n (0: 16)")
 	f.IntVar(&def, "max-tokens", 0, "max_tokens of a request that gives none (0: the agent's max_new_tokens)")
 	f.Int64Var(&maxBody, "max-body-bytes", 0, "largest request body in bytes; larger get 413 (0: 4 MiB)")
+	f.DurationVar(&shutdown, "shutdown-timeout", serve.DefaultShutdownTimeout, "on an interrupt, how long the requests in flight get to finish before they are cut")
 	f.StringVar(&backendCfg, "backend", "", "GoMLX backend config")
 	return cmd
 }

@@ -69,7 +69,7 @@ func TestServeCommand(t *testing.T) {
 			t.Errorf("served %v, hacrl generate %v", got.Choices[0].TokenIDs, wantIDs)
 		}
 	}
-	if c := stop(); c != 0 {
+	if c := stop(); c != 130 {
 		t.Errorf("hacrl serve exited %d after the interrupt: %s", c, errOut.String())
 	}
 	if !strings.Contains(errOut.String(), "serving arith") {

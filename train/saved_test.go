@@ -53,7 +53,7 @@ func TestLoadSavedChoice(t *testing.T) {
 		t.Fatal(err)
 	}
 	imEnd, _ := a.Tok.TokenID("<|im_end|>")
-	if a.Sampling.MaxNewTokens != 40 || len(a.Sampling.Stop) != 2 || a.Sampling.Stop[1] != imEnd || a.Task == nil {
+	if a.Sampling.MaxNewTokens != 32 || len(a.Sampling.Stop) != 2 || a.Sampling.Stop[1] != imEnd || a.Task == nil {
 		t.Errorf("agent sampling %+v, task %v", a.Sampling, a.Task)
 	}
 }

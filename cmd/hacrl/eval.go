@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -34,7 +36,9 @@ func evalCmd() *cobra.Command {
 --set is "test" or "train" (a split of the task the agent was trained on, from
 its agent.json), a data set of the shared data directory (` + strings.Join(dataset.Benchmarks(), ", ") + `;
 answers checked by the math verifier; see hacrl help for where the data is
-found), or a JSONL/Parquet file. Greedy accuracy always; with --samples k also
+found), or a JSONL/Parquet file (named with .jsonl or .parquet). A split of
+the generated task has no end: --problems (default ` + fmt.Sprint(generatedProblems) + `) says how many of
+its problems, always the same ones. Greedy accuracy always; with --samples k also
 avg@k, pass@k and maj@k at --temperature (0 is greedy, so every draw equals
 the greedy answer). --template replaces the prompt template.
 Prints one JSON object on standard output, nothing else; a bad flag value
@@ -76,7 +80,7 @@ exits with status 2.
 				a.Sampling.MaxNewTokens = maxNew
 			}
 			if err := train.CheckFits(a, probs, a.Sampling.MaxNewTokens); err != nil {
-				return fmt.Errorf("--set %s: %w", set, err)
+				return fmt.Errorf("--set %s: %w\n%s", set, err, fitHint(a, probs, maxNew > 0))
 			}
 			es := config.EvalSet{Name: set, Samples: samples, Temperature: temperature, MaxNewTokens: a.Sampling.MaxNewTokens}
 			res, err := train.Evaluate(cmd.Context(), a, t, probs, es, func(p string) *rand.Rand {
@@ -105,7 +109,7 @@ exits with status 2.
 	}
 	f := cmd.Flags()
 	f.StringVar(&set, "set", "test", "test, train, a benchmark name or a JSONL/Parquet file")
-	f.IntVar(&problems, "problems", 0, "number of problems (0: all of a dataset; required for a generated task)")
+	f.IntVar(&problems, "problems", 0, fmt.Sprintf("number of problems (0: all of a dataset, the first %d of a generated task's split)", generatedProblems))
 	f.IntVar(&samples, "samples", 0, "k samples per problem for avg@k, pass@k and maj@k (0: greedy only)")
 	f.Float64Var(&temperature, "temperature", 1.0, "sampling temperature for --samples (0: greedy)")
 	f.IntVar(&maxNew, "max-new-tokens", 0, "response length limit (default: the agent's)")
@@ -180,20 +184,98 @@ func evalProblems(cmd *cobra.Command, meta train.Meta, set, suffix string, probl
 			t = d.WithSuffix(suffix)
 		}
 	default:
+		if err := checkDataFile(set); err != nil {
+			return nil, nil, err
+		}
 		var err error
 		if t, err = train.DatasetTask(set, dataset.Options{}, suffix, task.Test); err != nil {
 			return nil, nil, err
 		}
 	}
 	n, finite := task.Len(t, split)
-	if problems > 0 && (!finite || problems < n) {
+	switch {
+	case problems > 0 && (!finite || problems < n):
 		n = problems
-	} else if !finite {
-		return nil, nil, usage("--problems is required for the %s split of the generated task %s", split, t.Name())
+	case !finite:
+		n = generatedProblems
 	}
 	probs := make([]task.Problem, n)
 	for i := range probs {
 		probs[i] = t.Problem(split, i)
 	}
 	return t, probs, nil
+}
+
+// generatedProblems is how many problems of a generated task's split hacrl
+// eval takes without --problems: as many as the examples' evaluations.
+const generatedProblems = 200
+
+// checkDataFile refuses a --set that is neither a split, a benchmark nor a
+// data file hacrl reads, listing what it can be.
+func checkDataFile(set string) error {
+	ext := strings.ToLower(filepath.Ext(set))
+	if ext == ".jsonl" || ext == ".parquet" {
+		return nil
+	}
+	if st, err := os.Stat(set); err == nil && !st.IsDir() {
+		return usage("--set %s: a data file must be named .jsonl (one JSON object a line) or .parquet", set)
+	}
+	valid := append([]string{"test", "train"}, dataset.Benchmarks()...)
+	msg := fmt.Sprintf("--set %s: no such split, benchmark or data file; want test or train (the splits of the agent's task), a benchmark (%s) or a .jsonl/.parquet file",
+		set, strings.Join(dataset.Benchmarks(), ", "))
+	if c := closest(set, valid); c != "" {
+		msg += fmt.Sprintf(" (did you mean %s?)", c)
+	}
+	return usage("%s", msg)
+}
+
+// closest is the name in valid nearest to s by edit distance, when it is
+// near enough to be a likely typo; else "".
+func closest(s string, valid []string) string {
+	best, bestD := "", len(s)/3+2
+	for _, v := range valid {
+		if d := editDistance(strings.ToLower(s), v); d < bestD {
+			best, bestD = v, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// fitHint says what to do when some prompts of probs leave agent a too
+// little room: the largest --max-new-tokens that fits them all, or fewer
+// problems when none does.
+func fitHint(a *train.Agent, probs []task.Problem, flagGiven bool) string {
+	longest := 0
+	for _, p := range probs {
+		longest = max(longest, len(a.Template.Prompt(a.Tok, p.Question)))
+	}
+	ctx := a.Model.Config().MaxSeq
+	if room := ctx - longest; room > 0 {
+		hint := fmt.Sprintf("Give --max-new-tokens %d or less: the longest prompt has %d of the context's %d tokens.", room, longest, ctx)
+		if !flagGiven {
+			hint += fmt.Sprintf(" (%d is the checkpoint's agent.json max_new_tokens; a run that trained the agent may have used fewer: its agents[i].sampling.max_new_tokens.)", a.Sampling.MaxNewTokens)
+		}
+		return hint
+	}
+	return fmt.Sprintf("The longest prompt alone fills the context of %d tokens: give fewer --problems, a shorter --prompt-suffix or another --template.", ctx)
 }

@@ -51,7 +51,10 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		{[]string{"--no-such-flag"}, "unknown flag: --no-such-flag"},
 		{[]string{"--compute-dtype", "fp16"}, `--compute-dtype: compute dtype "fp16": want float32 or bfloat16`},
 		{[]string{"--problems", "2", "--compute-dtype", "bfloat16"}, "--compute-dtype: model: compute dtype bfloat16 needs the XLA backend"},
-		{[]string{"--set", "test"}, "--problems is required for the test split of the generated task arith"},
+		{[]string{"--set", "gsm8kk"}, "--set gsm8kk: no such split, benchmark or data file; want test or train (the splits of the agent's task), a benchmark (aime24, aime25, amc23, gsm8k, math, "},
+		{[]string{"--set", "gsm8kk"}, "or a .jsonl/.parquet file (did you mean gsm8k?)"},
+		{[]string{"--set", "tset"}, "(did you mean test?)"},
+		{[]string{"--set", "eval_test.go"}, "--set eval_test.go: a data file must be named .jsonl (one JSON object a line) or .parquet"},
 	}
 	for _, tt := range tests {
 		_, stderr, code := runEval(t, append([]string{shippedAgent}, tt.args...)...)
@@ -185,5 +188,31 @@ func TestEvalPromptSuffix(t *testing.T) {
 	}
 	if _, stderr, code := runEval(t, shippedAgent, "--set", "test", "--problems", "2", "--prompt-suffix", "x"); code != 2 || !strings.Contains(stderr, "--prompt-suffix applies to a benchmark or a dataset") {
 		t.Errorf("suffix on a task split: exit %d, %s", code, stderr)
+	}
+}
+
+// The README's eval of a shipped agent needs no flags: a generated task's
+// split takes 200 problems and the agent's agent.json the response length
+// it was trained with (32). A length that overflows the context is refused
+// with the largest that fits, and that one fits.
+func TestEvalShippedDefaults(t *testing.T) {
+	bpe := filepath.Join("..", "..", "examples", "agents", "llama-bpe")
+	res, stderr, code := runEval(t, bpe, "--set", "test")
+	if code != 0 {
+		t.Fatalf("hacrl eval %s --set test: exit %d, %s", bpe, code, stderr)
+	}
+	if res["problems"] != 200.0 || res["sampling"].(map[string]any)["max_new_tokens"] != 32.0 {
+		t.Errorf("defaults: %v problems, sampling %v; want 200 problems and the agent's 32 new tokens", res["problems"], res["sampling"])
+	}
+	_, stderr, code = runEval(t, bpe, "--set", "test", "--max-new-tokens", "40")
+	want := "Give --max-new-tokens 39 or less: the longest prompt has 25 of the context's 64 tokens."
+	if code != 1 || !strings.Contains(stderr, "34 of 200 problems have a prompt that + 40 new tokens exceeds the model's context of 64") || !strings.Contains(stderr, want) {
+		t.Fatalf("--max-new-tokens 40: exit %d, %s; want the overflow refused with %q", code, stderr, want)
+	}
+	if strings.Contains(stderr, "agent.json max_new_tokens") {
+		t.Errorf("the hint speaks of agent.json when --max-new-tokens was given: %s", stderr)
+	}
+	if _, stderr, code := runEval(t, bpe, "--set", "test", "--max-new-tokens", "39"); code != 0 {
+		t.Errorf("the suggested --max-new-tokens 39 does not fit: exit %d, %s", code, stderr)
 	}
 }

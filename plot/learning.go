@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"os"
@@ -30,8 +31,9 @@ type Options struct {
 	// of characters, '/' included, and '?' any one character. Empty selects
 	// every key, or DefaultGrid when Grid is set.
 	Metrics []string
-	// Grid draws all selected keys as tiles of one figure named "grid"
-	// instead of one figure per key.
+	// Grid draws all selected keys as tiles of one figure instead of one
+	// figure per key: named "grid" for DefaultGrid, else after the
+	// patterns (GridName).
 	Grid bool
 	// Formats are the file extensions to write, without the dot; default
 	// png and svg.
@@ -49,8 +51,10 @@ const runWideLabel = "run"
 // LearningCurves reads runDir/metrics.jsonl and draws the selected metric keys
 // with one line per agent (x = step), writing one figure per key named after
 // the key ('/' and other characters unsafe in file names become '_'), or one
-// grid figure. It returns the paths written, and stops between figures when
-// ctx is done.
+// grid figure named after the selection (GridName). Figures of different
+// keys or selections thus never share a file; drawing the same again
+// replaces the earlier figure with the newer records, which Warn is told.
+// It returns the paths written, and stops between figures when ctx is done.
 func LearningCurves(ctx context.Context, runDir string, opts Options) ([]string, error) {
 	src := filepath.Join(runDir, metrics.FileName)
 	recs, err := metrics.ReadFile(src)
@@ -85,12 +89,25 @@ func LearningCurves(ctx context.Context, runDir string, opts Options) ([]string,
 	}
 	agents := metrics.Agents(recs)
 	var written []string
+	replaced := 0
+	defer func() {
+		if replaced > 0 && opts.Warn != nil {
+			fmt.Fprintf(opts.Warn, "plot: %d of the %d files replaced the same figures drawn earlier in %s\n", replaced, len(written), dest)
+		}
+	}()
+	exists := func(path string) {
+		if _, err := os.Stat(path); err == nil {
+			replaced++
+		}
+	}
 	if opts.Grid {
+		name := GridName(opts.Metrics)
 		for _, f := range formats {
 			if err := ctx.Err(); err != nil {
 				return written, fmt.Errorf("plot: %w", err)
 			}
-			path := filepath.Join(dest, "grid."+f)
+			path := filepath.Join(dest, name+"."+f)
+			exists(path)
 			if err := drawGrid(recs, agents, keys, path); err != nil {
 				return written, err
 			}
@@ -106,6 +123,7 @@ func LearningCurves(ctx context.Context, runDir string, opts Options) ([]string,
 				return written, fmt.Errorf("plot: %w", err)
 			}
 			path := filepath.Join(dest, names[i]+"."+f)
+			exists(path)
 			if err := Curves(series, key, "step", key, path); err != nil {
 				return written, err
 			}
@@ -253,6 +271,45 @@ func globRegexp(pattern string) *regexp.Regexp {
 	b.WriteString("$")
 	return regexp.MustCompile(b.String())
 }
+
+// GridName is the file name (without extension) of the grid figure of
+// the metric patterns: "grid" for none (DefaultGrid), else "grid-" and the
+// patterns joined by '+', with '*' written "all", '?' "any" and every
+// other character unsafe in file names '_' ("grid-eval_all" for
+// 'eval/*'); a long selection is shortened and given a hash of the whole.
+func GridName(patterns []string) string {
+	if len(patterns) == 0 {
+		return "grid"
+	}
+	var b strings.Builder
+	for i, p := range patterns {
+		if i > 0 {
+			b.WriteByte('+')
+		}
+		for _, c := range []byte(p) {
+			switch {
+			case c == '*':
+				b.WriteString("all")
+			case c == '?':
+				b.WriteString("any")
+			case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_':
+				b.WriteByte(c)
+			default:
+				b.WriteByte('_')
+			}
+		}
+	}
+	name := b.String()
+	if len(name) > maxGridName {
+		h := fnv.New32a()
+		h.Write([]byte(strings.Join(patterns, "\x00")))
+		name = fmt.Sprintf("%s-%08x", name[:maxGridName-9], h.Sum32())
+	}
+	return "grid-" + name
+}
+
+// maxGridName bounds the selection part of a grid's file name.
+const maxGridName = 80
 
 // FileNames returns a file name (without extension) for each key: '/' and
 // every character outside [A-Za-z0-9._-] become '_', and names that would

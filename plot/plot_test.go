@@ -316,3 +316,55 @@ func TestLearningCurvesTornLastLine(t *testing.T) {
 		t.Errorf("warning %q does not report the torn line", warn.String())
 	}
 }
+
+// Grids of different selections go to different files: the default grid
+// to grid.png, --metrics 'eval/*' to grid-eval_all.png, so neither
+// overwrites the other; drawing the same selection again replaces its
+// files and says so.
+func TestGridsNeverShareAFile(t *testing.T) {
+	dir := t.TempDir()
+	writeRun(t, dir)
+	draw := func(metrics ...string) ([]string, string) {
+		t.Helper()
+		var warn bytes.Buffer
+		paths, err := LearningCurves(context.Background(), dir, Options{Grid: true, Metrics: metrics, Formats: []string{"svg"}, Warn: &warn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return paths, warn.String()
+	}
+	def, _ := draw()
+	evals, warn := draw("eval/*")
+	if want := filepath.Join(dir, "plots", "grid-eval_all.svg"); len(evals) != 1 || evals[0] != want {
+		t.Fatalf("--metrics 'eval/*' wrote %v, want %s", evals, want)
+	}
+	if warn != "" {
+		t.Errorf("a new selection's grid warned %q", warn)
+	}
+	checkSVG(t, def[0], "accuracy/train", "reward/mean")
+	checkSVG(t, evals[0], "eval/test/greedy_acc")
+	if data, _ := os.ReadFile(evals[0]); strings.Contains(string(data), "reward/mean") {
+		t.Errorf("the eval grid holds reward/mean")
+	}
+	if _, warn := draw("eval/*"); !strings.Contains(warn, "plot: 1 of the 1 files replaced the same figures drawn earlier in "+filepath.Join(dir, "plots")) {
+		t.Errorf("redrawing the same grid warned %q", warn)
+	}
+	for _, tt := range []struct {
+		patterns []string
+		want     string
+	}{
+		{nil, "grid"},
+		{[]string{"eval/*"}, "grid-eval_all"},
+		{[]string{"eval/*/greedy_acc", "omega/?"}, "grid-eval_all_greedy_acc+omega_any"},
+		{[]string{"reward/mean"}, "grid-reward_mean"},
+	} {
+		if got := GridName(tt.patterns); got != tt.want {
+			t.Errorf("GridName(%q) = %q, want %q", tt.patterns, got, tt.want)
+		}
+	}
+	long := []string{strings.Repeat("a", 100)}
+	other := []string{strings.Repeat("a", 99) + "b"}
+	if a, b := GridName(long), GridName(other); len(a) > 5+maxGridName || a == b {
+		t.Errorf("long selections: %q and %q, want distinct names of at most %d bytes", a, b, 5+maxGridName)
+	}
+}

@@ -117,6 +117,12 @@ plugin found on this machine and never downloads one: --xla-plugin FILE
 (xla:cuda) or lammps-jax-pjrt-cpu (xla:cpu, scripts/xla-cpu-plugin.sh); a
 missing plugin is an error that lists every place looked at.
 
+Shell completion (commands, flags, benchmark and split names, backends,
+config files, checkpoint directories, a run's metric keys): hacrl completion
+bash|zsh|fish|powershell prints the script; for example, in ~/.bashrc:
+  source <(hacrl completion bash)
+(hacrl completion bash --help says how to install it for every session.)
+
 Exit status:
   0    success (verify: equal)
   1    failure (verify: not equal; verify --jsonl, score: a bad line; any error)
@@ -169,6 +175,7 @@ func rootCmd() *cobra.Command {
 		generateCmd(), scoreCmd(), promptCmd(), mergeCmd(), serveCmd(), agentCmd(), busCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr{err.Error()} })
 	usageErrors(root)
+	completions(root)
 	root.SetVersionTemplate(versionTemplate(root.Version))
 	return root
 }

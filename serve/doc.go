@@ -26,6 +26,8 @@
 // with a 4xx in OpenAI's error shape; a response write that blocks for
 // 30 s (a client that stopped reading) ends its request and frees its slot;
 // a panic in a handler or a decoding step fails that request, not the
-// server. The server needs the native engine (a float32 model on the CPU):
+// server. Serve stops when its context ends: at once when idle, else once
+// the requests in flight have finished, cutting those still running after
+// Config.ShutdownTimeout (a 503, or an error event and [DONE] for a stream). The server needs the native engine (a float32 model on the CPU):
 // the graph engine has no continuous batching.
 package serve

@@ -220,6 +220,10 @@ func checkDataFile(set string) error {
 	if st, err := os.Stat(set); err == nil && !st.IsDir() {
 		return usage("--set %s: a data file must be named .jsonl (one JSON object a line) or .parquet", set)
 	}
+	if strings.Contains(set, "=") {
+		// train's --set KEY=VALUE overrides a config key; eval's names the set.
+		return usage("--set %s: eval's --set names what to evaluate on (test or train, a benchmark, or a .jsonl/.parquet file), not a config key (hacrl train --set KEY=VALUE overrides those); eval's settings are its flags: hacrl eval --help", set)
+	}
 	valid := append([]string{"test", "train"}, dataset.Benchmarks()...)
 	msg := fmt.Sprintf("--set %s: no such split, benchmark or data file; want test or train (the splits of the agent's task), a benchmark (%s) or a .jsonl/.parquet file",
 		set, strings.Join(dataset.Benchmarks(), ", "))

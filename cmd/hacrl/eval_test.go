@@ -54,6 +54,7 @@ func TestEvalRejectsBadFlags(t *testing.T) {
 		{[]string{"--set", "gsm8kk"}, "--set gsm8kk: no such split, benchmark or data file; want test or train (the splits of the agent's task), a benchmark (aime24, aime25, amc23, gsm8k, math, "},
 		{[]string{"--set", "gsm8kk"}, "or a .jsonl/.parquet file (did you mean gsm8k?)"},
 		{[]string{"--set", "tset"}, "(did you mean test?)"},
+		{[]string{"--set", "sampling.temperature=0.7"}, "--set sampling.temperature=0.7: eval's --set names what to evaluate on (test or train, a benchmark, or a .jsonl/.parquet file), not a config key (hacrl train --set KEY=VALUE"},
 		{[]string{"--set", "eval_test.go"}, "--set eval_test.go: a data file must be named .jsonl (one JSON object a line) or .parquet"},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hacrl/hacrl/internal/suggest"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -357,37 +359,10 @@ func lineNote(n *yaml.Node) string {
 // didYouMean is "; did you mean X?" for the valid key closest to key, when
 // one is close enough to be a likely typo, else "".
 func didYouMean(key string, valid []string) string {
-	best, bestD := "", len(key)/3+2
-	for _, v := range valid {
-		if d := editDistance(key, v); d < bestD {
-			best, bestD = v, d
-		}
+	if best := suggest.Closest(key, valid); best != "" {
+		return fmt.Sprintf("; did you mean %s?", best)
 	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf("; did you mean %s?", best)
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return ""
 }
 
 // SetFlag is the --set flag that gives arg (KEY=VALUE), quoted for a POSIX

@@ -13,6 +13,7 @@ import (
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/dataset"
+	"github.com/hacrl/hacrl/internal/suggest"
 	"github.com/hacrl/hacrl/task"
 	"github.com/hacrl/hacrl/tokenizer"
 	"github.com/hacrl/hacrl/train"
@@ -227,42 +228,10 @@ func checkDataFile(set string) error {
 	valid := append([]string{"test", "train"}, dataset.Benchmarks()...)
 	msg := fmt.Sprintf("--set %s: no such split, benchmark or data file; want test or train (the splits of the agent's task), a benchmark (%s) or a .jsonl/.parquet file",
 		set, strings.Join(dataset.Benchmarks(), ", "))
-	if c := closest(set, valid); c != "" {
+	if c := suggest.Closest(set, valid); c != "" {
 		msg += fmt.Sprintf(" (did you mean %s?)", c)
 	}
 	return usage("%s", msg)
-}
-
-// closest is the name in valid nearest to s by edit distance, when it is
-// near enough to be a likely typo; else "".
-func closest(s string, valid []string) string {
-	best, bestD := "", len(s)/3+2
-	for _, v := range valid {
-		if d := editDistance(strings.ToLower(s), v); d < bestD {
-			best, bestD = v, d
-		}
-	}
-	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // fitHint says what to do when some prompts of probs leave agent a too

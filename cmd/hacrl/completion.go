@@ -4,6 +4,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/dataset"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/tokenizer"
@@ -16,7 +17,8 @@ import (
 // name (a CONFIG: *.yaml files; a CHECKPOINT or OUT: directories), the
 // flags that take a directory or a file of a kind, and the values of the
 // flags that take a name: --backend, --template, --format, eval's --set
-// (the agent's task splits and the shared benchmarks, else files) and
+// (the agent's task splits and the shared benchmarks, else files), train's
+// and agent's --set (the config's keys, its agents by index and name) and
 // plot's --metrics (the keys of the run's metrics.jsonl).
 
 // backendNames are the backends --backend names (hacrl help).
@@ -86,6 +88,8 @@ func flagCompletions(c *cobra.Command) map[string]cobra.CompletionFunc {
 		"messages":   ext("json", "jsonl"),
 	}
 	switch c.CommandPath() {
+	case "hacrl train", "hacrl agent":
+		m["set"] = setKeyCompletion
 	case "hacrl eval":
 		m["set"] = evalSetCompletion
 	case "hacrl plot":
@@ -132,6 +136,19 @@ func evalSetCompletion(_ *cobra.Command, args []string, typed string) ([]string,
 		return got, cobra.ShellCompDirectiveNoFileComp
 	}
 	return nil, cobra.ShellCompDirectiveDefault // a .jsonl or .parquet file
+}
+
+// setKeyCompletion completes train's and agent's --set KEY=VALUE up to the
+// "=": the keys of the run schema, the agents of the CONFIG argument by
+// index and by name.
+func setKeyCompletion(_ *cobra.Command, args []string, typed string) ([]string, cobra.ShellCompDirective) {
+	var names []string
+	if len(args) > 0 {
+		if c, err := config.Load(args[0]); err == nil {
+			names = c.AgentNames()
+		}
+	}
+	return config.CompleteKey(typed, len(names), names), cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp
 }
 
 // metricsCompletion completes plot's --metrics, a comma-separated list,

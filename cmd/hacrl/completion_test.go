@@ -57,6 +57,9 @@ func TestCompletion(t *testing.T) {
 		{[]string{"eval", bpe, "--set", ""}, []string{"test", "train", "aime24", "aime25", "amc23", "gsm8k", "math", "math500", "math_train", "minerva_math", "olympiadbench"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"eval", bpe, "--set", "gsm"}, []string{"gsm8k"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"eval", bpe, "--set", "data/my"}, nil, cobra.ShellCompDirectiveDefault}, // a file
+		{[]string{"train", filepath.Join("..", "..", "examples", "arith-hacpo.yaml"), "--set", "agents["}, []string{"agents[0].", "agents[1].", "agents[gpt-char].", "agents[llama-bpe]."}, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp},
+		{[]string{"agent", filepath.Join("..", "..", "examples", "arith-hacpo.yaml"), "--set", "agents[llama-bpe].optimizer.l"}, []string{"agents[llama-bpe].optimizer.lr="}, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp},
+		{[]string{"train", filepath.Join("..", "..", "examples", "arith-hacpo.yaml"), "--set", "ste"}, []string{"steps="}, cobra.ShellCompDirectiveNoSpace | cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"eval", bpe, "--backend", ""}, []string{"go", "xla:cuda", "xla:cpu"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"serve", bpe, "--template", "c"}, []string{"chat"}, cobra.ShellCompDirectiveNoFileComp},
 		{[]string{"plot", run, "--format", ""}, []string{"png", "svg", "pdf"}, cobra.ShellCompDirectiveNoFileComp},

@@ -61,11 +61,11 @@ func TestKillAndResume(t *testing.T) {
 		}
 		return p
 	}
-	// run runs hacrl train; with kill set it SIGKILLs the process once kill
-	// says so, given the output so far (the progress lines: one per agent
-	// and phase, and one per finished step).
+	// run runs hacrl train --verbose; with kill set it SIGKILLs the process
+	// once kill says so, given the output so far (the progress lines: one per
+	// agent and phase, and one per finished step).
 	run := func(cfgPath string, env []string, kill func(output string) bool, args ...string) (killed bool) {
-		cmd := exec.Command(bin, append([]string{"train", cfgPath}, args...)...)
+		cmd := exec.Command(bin, append([]string{"train", cfgPath, "--verbose"}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		out := &syncBuffer{}
 		cmd.Stderr, cmd.Stdout = out, out

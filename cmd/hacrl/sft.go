@@ -24,21 +24,9 @@ examples/agents/<name> replaces a shipped agent deliberately.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			onInterrupt("stopping; sft saves its model only when it finishes")
-			parsed, err := config.ParseSets(sets)
+			parsed, err := overrideSets(cmd.Flags(), sets, []flagKey{{"out", "out", out}, {"steps", "steps", steps}, {"eval-problems", "eval.problems", evalProblems}})
 			if err != nil {
-				return usage("%v", err)
-			}
-			for _, fl := range []struct {
-				name, key string
-				value     any
-			}{{"out", "out", out}, {"steps", "steps", steps}, {"eval-problems", "eval.problems", evalProblems}} {
-				if cmd.Flags().Changed(fl.name) {
-					s, err := config.FlagOverride("--"+fl.name, fl.key, fl.value)
-					if err != nil {
-						return err
-					}
-					parsed = append(parsed, s)
-				}
+				return err
 			}
 			cfg, err := config.LoadSFT(args[0], parsed...)
 			if err != nil {

@@ -144,26 +144,40 @@ func (o *trainOverrides) register(f *pflag.FlagSet, outHelp string) {
 // load reads the config at path with the overrides given in f applied, and
 // validates it.
 func (o *trainOverrides) load(f *pflag.FlagSet, path string) (*config.Config, error) {
-	sets, err := config.ParseSets(o.sets)
+	sets, err := overrideSets(f, o.sets, []flagKey{{"steps", "steps", o.steps}, {"seed", "seed", o.seed}, {"out", "out", o.out}, {"backend", "backend", o.backend}})
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(path, sets...)
+}
+
+// flagKey is a flag of its own that overrides a config key: its name in f,
+// the key's path and the value the flag parsed.
+type flagKey struct {
+	flag, key string
+	value     any
+}
+
+// overrideSets are a command's overrides of its config file, in the order
+// they apply: the --set arguments, then each of flags given in f, which are
+// checked the same way and whose errors name them. A malformed --set is a
+// usage error.
+func overrideSets(f *pflag.FlagSet, args []string, flags []flagKey) ([]config.Set, error) {
+	sets, err := config.ParseSets(args)
 	if err != nil {
 		return nil, usage("%v", err)
 	}
-	// The flags of their own apply after every --set, and are checked the
-	// same way; their errors name them.
-	for _, fl := range []struct {
-		name  string
-		value any
-	}{{"steps", o.steps}, {"seed", o.seed}, {"out", o.out}, {"backend", o.backend}} {
-		if !f.Changed(fl.name) {
+	for _, fl := range flags {
+		if !f.Changed(fl.flag) {
 			continue
 		}
-		s, err := config.FlagOverride("--"+fl.name, fl.name, fl.value)
+		s, err := config.FlagOverride("--"+fl.flag, fl.key, fl.value)
 		if err != nil {
 			return nil, err
 		}
 		sets = append(sets, s)
 	}
-	return config.Load(path, sets...)
+	return sets, nil
 }
 
 // args are the overrides given in f, as flags for another hacrl process

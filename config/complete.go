@@ -12,69 +12,78 @@ import (
 // key followed by "=", a section's by ".", a list of sections' by "[" (or,
 // once the bracket is typed, by its selectors: the indexes of the n entries
 // the file has and the names among names, each followed by "]."). A list of
-// values (sampling.stop, eval.sets) or a map (template.vars) completes to
+// values (sampling.stop, lora.target_modules) or a map (template.vars) completes to
 // "=", since --set gives it whole.
 func CompleteKey(typed string, n int, names []string) []string {
+	// done: the sections typed whole ("agents[0]."), partial the rest; a
+	// selector being typed may hold dots (agents[llama3.2-1b).
+	whole := typed
+	if open := strings.LastIndexByte(typed, '['); open > strings.LastIndexByte(typed, ']') {
+		whole = typed[:open]
+	}
+	done, partial := "", typed
+	if i := strings.LastIndexByte(whole, '.'); i >= 0 {
+		done, partial = typed[:i+1], typed[i+1:]
+	}
 	t := reflect.TypeOf(Config{})
-	rest := typed
-	done := ""
-	for {
-		i := strings.IndexAny(rest, ".[")
-		if i < 0 {
-			break
-		}
-		f, ok := yamlFields(t)[rest[:i]]
-		if !ok {
+	if done != "" {
+		steps, err := parseKeyPath(strings.TrimSuffix(done, "."))
+		if err != nil {
 			return nil
 		}
-		ft := deref(f.Type)
-		if rest[i] == '[' {
-			if ft.Kind() != reflect.Slice || deref(ft.Elem()).Kind() != reflect.Struct {
+		for _, st := range steps {
+			f, ok := yamlFields(t)[st.key]
+			if !ok {
 				return nil
 			}
-			j := strings.IndexByte(rest, ']')
-			if j < 0 { // completing the selector
-				prefix := done + rest[:i+1]
-				var out []string
-				for _, sel := range selectors(rest[:i], n, names) {
-					if strings.HasPrefix(sel, rest[i+1:]) {
-						out = append(out, prefix+sel+"].")
-					}
+			ft := deref(f.Type)
+			if len(st.sel) > 0 {
+				if len(st.sel) > 1 || !isSectionList(ft) {
+					return nil
 				}
-				return out
+				ft = deref(ft.Elem())
 			}
-			if j+1 >= len(rest) || rest[j+1] != '.' {
+			if ft.Kind() != reflect.Struct {
 				return nil
 			}
-			t = deref(ft.Elem())
-			done += rest[:j+2]
-			rest = rest[j+2:]
-			continue
+			t = ft
 		}
-		if ft.Kind() != reflect.Struct {
-			return nil
-		}
-		t = ft
-		done += rest[:i+1]
-		rest = rest[i+1:]
 	}
 	fields := yamlFields(t)
+	if key, sel, ok := strings.Cut(partial, "["); ok { // a selector being typed
+		f, found := fields[key]
+		if !found || !isSectionList(deref(f.Type)) || strings.ContainsAny(sel, "[]") {
+			return nil
+		}
+		var out []string
+		for _, s := range selectors(done+key, n, names) {
+			if strings.HasPrefix(s, sel) {
+				out = append(out, done+key+"["+s+"].")
+			}
+		}
+		return out
+	}
 	var out []string
 	for _, k := range sortedKeys(fields) {
-		if !strings.HasPrefix(k, rest) {
+		if !strings.HasPrefix(k, partial) {
 			continue
 		}
-		ft := deref(fields[k].Type)
-		switch {
+		switch ft := deref(fields[k].Type); {
 		case ft.Kind() == reflect.Struct:
 			out = append(out, done+k+".")
-		case ft.Kind() == reflect.Slice && deref(ft.Elem()).Kind() == reflect.Struct:
+		case isSectionList(ft):
 			out = append(out, done+k+"[", done+k+"=")
 		default:
 			out = append(out, done+k+"=")
 		}
 	}
 	return out
+}
+
+// isSectionList reports whether t is a list of sections (agents,
+// eval.sets), whose entries a key path selects with [i].
+func isSectionList(t reflect.Type) bool {
+	return t.Kind() == reflect.Slice && deref(t.Elem()).Kind() == reflect.Struct
 }
 
 // selectors are what may stand in the brackets of list: for agents, the

@@ -49,6 +49,15 @@ func TestCompleteKey(t *testing.T) {
 			}
 		}
 	}
+	// An agent's name may hold dots, also while it is being typed.
+	for typed, want := range map[string]string{
+		"agents[llama3.":                    "agents[llama3.2-1b].",
+		"agents[llama3.2-1b].sampling.temp": "agents[llama3.2-1b].sampling.temperature=",
+	} {
+		if got := CompleteKey(typed, 1, []string{"llama3.2-1b"}); !slices.Equal(got, []string{want}) {
+			t.Errorf("CompleteKey(%q) = %q, want [%q]", typed, got, want)
+		}
+	}
 	// Every completed key parses as a --set key.
 	for _, k := range CompleteKey("agents[0].sampling.", 2, names) {
 		if _, err := ParseSet(k + "1"); err != nil {

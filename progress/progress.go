@@ -17,7 +17,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -153,12 +152,12 @@ func (d *Display) Phase(step int, agent, phase string) {
 	}
 }
 
-// Step records a finished step, which took elapsed, with summary (the
-// agents' numbers, " · " between agents, each part starting with the
-// agent's name): one line, with the step's time and the ETA at the mean
-// time of the steps done in this process. The live block shows each
-// agent's part under the agent's line.
-func (d *Display) Step(step, total int, elapsed time.Duration, summary string) {
+// Step records a finished step, which took elapsed, with the numbers of
+// the display's agents by name (those of other agents are not shown): one
+// line, with the step's time, the ETA at the mean time of the steps done in
+// this process and each agent's name and numbers, " · " between agents. The
+// live block shows each agent's numbers under the agent's line.
+func (d *Display) Step(step, total int, elapsed time.Duration, nums map[string]string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.done++
@@ -176,17 +175,19 @@ func (d *Display) Step(step, total int, elapsed time.Duration, summary string) {
 	per := d.spent / time.Duration(d.done)
 	eta := per * time.Duration(total-step)
 	head := fmt.Sprintf("step %d/%d  %.1fs  ETA %s", step, total, elapsed.Seconds(), eta.Round(time.Second))
-	if d.live {
-		for _, part := range strings.Split(summary, " · ") {
-			if name, nums, ok := strings.Cut(part, " "); ok && slices.Contains(d.agents, name) {
-				d.nums[name] = nums
-			}
+	var parts []string
+	for _, a := range d.agents {
+		if n, ok := nums[a]; ok {
+			d.nums[a] = n
+			parts = append(parts, a+" "+n)
 		}
+	}
+	if d.live {
 		d.msg = head
 		d.redraw()
 		return
 	}
-	fmt.Fprintf(d.w, "%s %s  %s\n", time.Now().Format("15:04:05"), head, summary)
+	fmt.Fprintf(d.w, "%s %s  %s\n", time.Now().Format("15:04:05"), head, strings.Join(parts, " · "))
 }
 
 // Log prints a message above the live block (or as a line).

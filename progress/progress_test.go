@@ -27,8 +27,8 @@ func TestPlainLines(t *testing.T) {
 		}
 		d.Phase(1, "a", "sample")
 		d.Phase(1, "b", "update")
-		d.Step(1, 10, 2*time.Second, "a acc 0.5")
-		d.Step(2, 10, 4*time.Second, "a acc 0.6")
+		d.Step(1, 10, 2*time.Second, map[string]string{"a": "acc 0.5"})
+		d.Step(2, 10, 4*time.Second, map[string]string{"a": "acc 0.6"})
 		d.Log("resumed")
 		want := steps
 		if verbose {
@@ -133,7 +133,7 @@ func TestLiveStep(t *testing.T) {
 		d := New(&buf, []string{"a", "bb"}, 10)
 		d.live, d.width = true, func() int { return cols }
 		d.Phase(1, "a", "sample")
-		d.Step(1, 10, 2*time.Second, "a acc 0.500 len 12.0 ω 0.93 clip 0.00/0.10 · bb acc 0.250 len 9.5 ω 1.07 clip 0.00/0.20")
+		d.Step(1, 10, 2*time.Second, map[string]string{"a": "acc 0.500 len 12.0 ω 0.93 clip 0.00/0.10", "bb": "acc 0.250 len 9.5 ω 1.07 clip 0.00/0.20"})
 		out := buf.String()
 		block := out[strings.LastIndex(out, "step 1/10"):]
 		want := []string{

@@ -136,7 +136,12 @@ func TestStepSummary(t *testing.T) {
 		if tt.reward {
 			r.reward = &reward.Client{}
 		}
-		if got := r.stepSummary(vals); got != tt.want {
+		nums := r.stepSummary(vals)
+		var parts []string // as the progress line shows them
+		for _, a := range tt.agents {
+			parts = append(parts, a.Name+" "+nums[a.Name])
+		}
+		if got := strings.Join(parts, " · "); len(nums) != len(tt.agents) || got != tt.want {
 			t.Errorf("%s:\n got %s\nwant %s", tt.name, got, tt.want)
 		}
 	}

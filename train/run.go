@@ -66,8 +66,9 @@ import (
 type Observer interface {
 	// Phase says agent has started phase (sample, score, update, push weights, eval, checkpoint) of a step.
 	Phase(step int, agent, phase string)
-	// Step says a step finished, with its wall time.
-	Step(step, total int, elapsed time.Duration, summary string)
+	// Step says a step finished, with its wall time and, by agent name, the
+	// numbers of each of this process's agents (see stepSummary).
+	Step(step, total int, elapsed time.Duration, agents map[string]string)
 	// Log is a message for the user.
 	Log(msg string)
 }
@@ -509,7 +510,7 @@ func (r *Run) interrupted() bool {
 	}
 }
 
-// stepSummary is the step's line of numbers per agent, those a user
+// stepSummary is the step's numbers of each agent, by name, those a user
 // watches: acc, the fraction of its responses judged correct (and, with an
 // external reward, reward, their mean reward); len, their mean length in
 // tokens, with the fraction cut at max_new_tokens when any was; ω, the
@@ -517,16 +518,15 @@ func (r *Run) interrupted() bool {
 // (methods that share rollouts, in config order); clip, the fraction of
 // its own tokens (sequences under GSPO) clipped and, after "/", of the
 // other agents' sequences clipped at either bound.
-func (r *Run) stepSummary(vals []map[string]float64) string {
-	var parts []string
+func (r *Run) stepSummary(vals []map[string]float64) map[string]string {
+	nums := make(map[string]string, len(r.agents))
 	for _, a := range r.agents {
 		v := vals[a.Index]
 		var b strings.Builder
-		b.WriteString(a.Name)
 		if r.reward != nil {
-			fmt.Fprintf(&b, " reward %.3f", v["reward/mean"])
+			fmt.Fprintf(&b, "reward %.3f ", v["reward/mean"])
 		}
-		fmt.Fprintf(&b, " acc %.3f len %.1f", v["accuracy/train"], v["length/mean"])
+		fmt.Fprintf(&b, "acc %.3f len %.1f", v["accuracy/train"], v["length/mean"])
 		if cut := v["length/truncated_frac"]; cut > 0 {
 			fmt.Fprintf(&b, " (%.0f%% cut)", 100*cut)
 		}
@@ -545,9 +545,9 @@ func (r *Run) stepSummary(vals []map[string]float64) string {
 		if r.algo.SharesRollouts && len(r.names) > 1 {
 			fmt.Fprintf(&b, "/%.2f", v["clip/cross_lower_frac"]+v["clip/cross_upper_frac"])
 		}
-		parts = append(parts, b.String())
+		nums[a.Name] = b.String()
 	}
-	return strings.Join(parts, " · ")
+	return nums
 }
 
 // saveFinal writes every agent as a standalone checkpoint in OUT/final/<name>,
@@ -574,9 +574,9 @@ func (r *Run) saveFinal(onlyMissing bool) error {
 
 type logObserver struct{}
 
-func (logObserver) Phase(int, string, string)            {}
-func (logObserver) Step(int, int, time.Duration, string) {}
-func (logObserver) Log(msg string)                       { fmt.Fprintln(os.Stderr, msg) }
+func (logObserver) Phase(int, string, string)                       {}
+func (logObserver) Step(int, int, time.Duration, map[string]string) {}
+func (logObserver) Log(msg string)                                  { fmt.Fprintln(os.Stderr, msg) }
 
 // Plan describes the derived batch arithmetic of the run, per agent: rollouts
 // per step, sequences per mini-batch and updates per step.

@@ -32,7 +32,7 @@ type recorder struct {
 }
 
 func (r *recorder) Phase(int, string, string) {}
-func (r *recorder) Step(step, _ int, _ time.Duration, _ string) {
+func (r *recorder) Step(step, _ int, _ time.Duration, _ map[string]string) {
 	if r.onStep != nil {
 		r.onStep(step)
 	}

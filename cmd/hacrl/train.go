@@ -86,11 +86,7 @@ command says what each agent did and exits with status 130.`,
 			if procs.on {
 				return trainProcesses(cmd.Context(), cmd, args[0], cfg, o, procs, train.Options{Resume: resume, Overwrite: overwrite})
 			}
-			names := make([]string, len(cfg.Agents))
-			for i, a := range cfg.Agents {
-				names[i] = a.Name
-			}
-			disp := progress.New(os.Stderr, names, cfg.Steps)
+			disp := progress.New(os.Stderr, cfg.AgentNames(), cfg.Steps)
 			disp.Verbose = verbose
 			defer disp.Close()
 			run, err := train.New(cmd.Context(), cfg, train.Options{Resume: resume, Overwrite: overwrite, Observer: disp})

@@ -198,12 +198,6 @@ func loadAgent(b compute.Backend, i int, ac config.Agent, withRef bool, log func
 // hubID is the shape of a Hugging Face hub id: owner/name.
 var hubID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
-// checkpointDirErr says what is wrong with agents[i].checkpoint when dir is
-// not a directory here (see ModelDirError).
-func checkpointDirErr(i int, dir string) error {
-	return ModelDirError(fmt.Sprintf("agents[%d].checkpoint", i), dir)
-}
-
 // ModelDirError says what is wrong with dir, a model directory given as
 // what (a config key with its line, such as cfg.Where("agents[0].checkpoint"),
 // or a command's argument), when it is not a directory here; nil when it is.
@@ -240,11 +234,6 @@ func hubHint(dir string) string {
 // a lora section, draw their initial A matrices with loraSeed.
 func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef bool, log func(string)) (*Agent, error) {
 	config.FillDefaults(&ac) // a config built in code, not parsed
-	if ac.Checkpoint != "" {
-		if err := checkpointDirErr(i, ac.Checkpoint); err != nil {
-			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
-		}
-	}
 	a := &Agent{Index: i, Name: ac.Name, Opt: ac.Optimizer}
 	tmpl, note, err := AgentTemplate(ac.Template, ac.Checkpoint, ac.Tokenizer)
 	if err != nil {

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func TestCheckpointDirErr(t *testing.T) {
 		{2, file, []string{"agents[2].checkpoint: " + file + " is a file"}, []string{"hub id"}},
 	}
 	for _, tc := range tests {
-		err := checkpointDirErr(tc.i, tc.path)
+		err := ModelDirError(fmt.Sprintf("agents[%d].checkpoint", tc.i), tc.path)
 		if tc.want == nil {
 			if err != nil {
 				t.Errorf("%s: %v, want none", tc.path, err)

@@ -128,7 +128,7 @@ func evalSetCompletion(_ *cobra.Command, args []string, typed string) ([]string,
 	var list []string
 	if len(args) == 0 {
 		list = []string{"test", "train"}
-	} else if s, err := train.LoadSaved(args[0], train.TemplateChoice{}); err == nil && s.Meta.Task != nil {
+	} else if m, err := train.ReadMeta(args[0]); err == nil && m.Task != nil { // agent.json alone: no weights for a TAB
 		list = []string{"test", "train"}
 	}
 	list = append(list, dataset.Benchmarks()...)

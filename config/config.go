@@ -1187,11 +1187,7 @@ func validateTask(path string, t *Task, bad badFunc) {
 		return
 	}
 	// The ranges are the task's: ask it.
-	_, err := task.New(t.Name, task.Options{
-		Seed: t.Seed, FormatWeight: t.FormatWeight,
-		Digits: t.Digits, Ops: t.Ops, Operators: t.Operators, MulDigits: t.MulDigits,
-		Numbers: t.Numbers, MaxNumber: t.MaxNumber, MaxTarget: t.MaxTarget, Fractions: t.Fractions,
-	})
+	_, err := task.New(t.Name, t.Options())
 	var oe *task.OptionError
 	switch {
 	case errors.As(err, &oe):
@@ -1234,6 +1230,16 @@ func (t Task) Override(o *Task) Task {
 		}
 	}
 	return t
+}
+
+// Options are the task package's options of the generated task t
+// describes (task.New(t.Name, t.Options()) makes it).
+func (t *Task) Options() task.Options {
+	return task.Options{
+		Seed: t.Seed, FormatWeight: t.FormatWeight,
+		Digits: t.Digits, Ops: t.Ops, Operators: t.Operators, MulDigits: t.MulDigits,
+		Numbers: t.Numbers, MaxNumber: t.MaxNumber, MaxTarget: t.MaxTarget, Fractions: t.Fractions,
+	}
 }
 
 // LlamaHidden is the default SwiGLU width for a llama model of width dim:

@@ -345,9 +345,5 @@ func taskError(cfg *config.Config, path string, err error) error {
 
 // newTask makes the generated task that t describes.
 func newTask(t *config.Task) (task.Task, error) {
-	return task.New(t.Name, task.Options{
-		Seed: t.Seed, FormatWeight: t.FormatWeight,
-		Digits: t.Digits, Ops: t.Ops, Operators: t.Operators, MulDigits: t.MulDigits,
-		Numbers: t.Numbers, MaxNumber: t.MaxNumber, MaxTarget: t.MaxTarget, Fractions: t.Fractions,
-	})
+	return task.New(t.Name, t.Options())
 }

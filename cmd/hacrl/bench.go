@@ -23,7 +23,7 @@ import (
 
 func benchCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks (see bench/compare.sh for the PyTorch comparison)"}
-	cmd.AddCommand(benchEngineCmd(), benchServeCmd())
+	cmd.AddCommand(benchEngineCmd(), benchServeCmd(), benchCPUCmd())
 	return cmd
 }
 

@@ -418,13 +418,3 @@ var (
 	simdScores      func(s, q, keys []float32, stride int)
 	simdWeightedSum func(o, p, values []float32)
 )
-
-// Path names the kernels this build runs on this CPU: "avx2+fma" where the
-// build has the vector code (GOEXPERIMENT=simd on amd64) and the CPU AVX2
-// and FMA, else "portable" (plain Go).
-func Path() string {
-	if simdProduct != nil {
-		return "avx2+fma"
-	}
-	return "portable"
-}

@@ -8,11 +8,17 @@ import (
 	"sync"
 )
 
-// init installs the vector implementations where the CPU has AVX2 and FMA.
-func init() {
-	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
-		return
-	}
+// The AVX2 path: 8-wide float32 vectors, fused multiply-adds and the
+// assembly micro-kernels of tile_amd64.s.
+var _ = registerPath(path{
+	name:    "avx2",
+	runs:    archsimd.X86.AVX2() && archsimd.X86.FMA(),
+	needs:   "AVX2 and FMA",
+	install: installAVX2,
+})
+
+// installAVX2 sets the kernel function variables to the AVX2 functions.
+func installAVX2() {
 	simdProduct, simdAxpy, simdDot, simdAdd = productAVX2, axpyAVX2, dotAVX2, addAVX2
 	simdExpShift, simdGELU, simdSiLUMul = expShiftAVX2, geluAVX2, siluMulAVX2
 	simdGELUBackward, simdSiLUMulBackward = geluBackwardAVX2, siluMulBackwardAVX2
@@ -24,6 +30,7 @@ func init() {
 	for i, c := range [...]float32{1.0 / 5040, 1.0 / 720, 1.0 / 120, 1.0 / 24, 1.0 / 6, 0.5, 1, 1} {
 		expTaylor[i] = archsimd.BroadcastFloat32x8(c)
 	}
+	erfVectors = erfVectors[:0]
 	for _, c := range erfSeries {
 		erfVectors = append(erfVectors, archsimd.BroadcastFloat32x8(c))
 	}
@@ -31,6 +38,7 @@ func init() {
 	simdMulAdd, simdSum = mulAddAVX2, sumAVX2
 	simdAdamW = adamWAVX2
 	simdMax, simdScale, simdCausalSoftmax = maxAVX2, scaleAVX2, causalSoftmaxAVX2
+	simdExpScaled, simdIndexAtLeast, simdFirstAtLeast = expScaledAVX2, indexAtLeastAVX2, firstAtLeastAVX2
 }
 
 // productAVX2 computes output columns [lo,hi) of a product: tall products,

@@ -8,15 +8,6 @@ import (
 	"simd/archsimd"
 )
 
-// init installs the sampler's vector implementations where the CPU has
-// AVX2 and FMA (exp8's constants are set by kernel_simd.go's init).
-func init() {
-	if !archsimd.X86.AVX2() || !archsimd.X86.FMA() {
-		return
-	}
-	simdExpScaled, simdIndexAtLeast, simdFirstAtLeast = expScaledAVX2, indexAtLeastAVX2, firstAtLeastAVX2
-}
-
 func expScaledAVX2(e, x []float32, shift, scale float32) float64 {
 	s, k, floor := archsimd.BroadcastFloat32x8(shift), archsimd.BroadcastFloat32x8(scale), archsimd.BroadcastFloat32x8(expFloor)
 	var sum archsimd.Float32x8

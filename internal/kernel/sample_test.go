@@ -12,9 +12,7 @@ import (
 func sampleKernels(t *testing.T, test func(t *testing.T)) {
 	t.Run("installed", test)
 	t.Run("portable", func(t *testing.T) {
-		es, ia, fa := simdExpScaled, simdIndexAtLeast, simdFirstAtLeast
-		simdExpScaled, simdIndexAtLeast, simdFirstAtLeast = nil, nil, nil
-		defer func() { simdExpScaled, simdIndexAtLeast, simdFirstAtLeast = es, ia, fa }()
+		usePath(t, "portable")
 		test(t)
 	})
 }

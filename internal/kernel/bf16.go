@@ -81,8 +81,8 @@ type bf16Product struct {
 const (
 	bf16Piece       = 64 << 10
 	bf16PieceNarrow = 256 << 10
-	bf16TallRows = packMinRows
-	bf16TallCols = 1024
+	bf16TallRows    = packMinRows
+	bf16TallCols    = 1024
 )
 
 // bf16Buffers recycles the widened pieces and partial outputs.

@@ -17,6 +17,7 @@ import (
 	"github.com/gomlx/compute/dtypes"
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/internal/kernel"
 	"github.com/hacrl/hacrl/model"
 	"github.com/spf13/cobra"
 )
@@ -146,6 +147,11 @@ bench/compare.sh runs both.`,
 			res["peak_rss_mb"] = math.Round(peakRSSMB())
 			if memReadMB > 0 {
 				res["mem_read_gb_per_s"] = round(memReadGBPerS(memReadMB<<20, runtime.GOMAXPROCS(0)), 2)
+			}
+			res["kernel_path"] = kernel.Path()
+			if peak := bestPeak(runtime.GOMAXPROCS(0)); peak > 0 {
+				res["fma_peak_gflops"] = round(peak, 1)
+				res["train_peak_fraction"] = round(res["train_weight_gflops"].(float64)/peak, 3)
 			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
@@ -297,6 +303,15 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 		"trainable_params":       m.NumTrainable(),
 		"lora_rank":              0,
 	}
+	// The weight products' rate: per token, 2 operations per weight forward,
+	// 2 for the input gradient and 2 for the weight gradient backward (a
+	// frozen LoRA base gets no weight gradient). Attention's scores, the
+	// norms and the adapters are left out.
+	perToken := 6.0
+	if lora != nil {
+		perToken = 4
+	}
+	res["train_weight_gflops"] = round(perToken*float64(read/4)*float64(batch*seq*steps)/trainS/1e9, 2)
 	if lora != nil {
 		res["lora_rank"], res["lora_alpha"], res["lora_targets"] = lora.Rank, lora.Alpha, lora.Targets
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hacrl/hacrl/internal/kernel"
 	"github.com/hacrl/hacrl/internal/pyenv"
 	"github.com/hacrl/hacrl/model"
 )
@@ -132,6 +133,18 @@ func TestBenchEngineConfig(t *testing.T) {
 	}
 	if bw, ok := res["mem_read_gb_per_s"].(float64); !ok || bw <= 0 {
 		t.Errorf("mem_read_gb_per_s = %v, want > 0", res["mem_read_gb_per_s"])
+	}
+	// 6 operations per weight and token (all weights take part in the
+	// products: the head is tied), against the CPU's measured peak.
+	tok, gf := res["train_tokens_per_s"].(float64), res["train_weight_gflops"].(float64)
+	if want := 6 * float64(params) * tok / 1e9; math.Abs(gf-want) > 0.01+0.01*want {
+		t.Errorf("train_weight_gflops %v at %v tokens/s, want %v", gf, tok, want)
+	}
+	if res["kernel_path"] != kernel.Path() {
+		t.Errorf("kernel_path = %v, want %s", res["kernel_path"], kernel.Path())
+	}
+	if peak, ok := res["fma_peak_gflops"].(float64); kernel.Path() != "portable" && (!ok || peak <= 0 || math.Abs(res["train_peak_fraction"].(float64)-gf/peak) > 0.002) {
+		t.Errorf("fma_peak_gflops %v, train_peak_fraction %v: want the measured peak and train_weight_gflops' fraction of it", res["fma_peak_gflops"], res["train_peak_fraction"])
 	}
 
 	for _, bad := range [][]string{{"--layers", "0"}, {"--sample-prompt", "0"}, {"--sample-prompt", "60", "--sample-tokens", "5"},

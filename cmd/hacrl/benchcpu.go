@@ -119,6 +119,16 @@ median of --repeats timed runs after one untimed one.`,
 	return cmd
 }
 
+// bestPeak is the highest multiply-add peak of this CPU's vector
+// instruction sets on threads threads, in GFLOP/s; 0 where it has none.
+func bestPeak(threads int) float64 {
+	best := 0.0
+	for _, p := range kernel.MeasurePeaks(threads, 200*time.Millisecond) {
+		best = max(best, p.GFLOPS)
+	}
+	return best
+}
+
 // parseDims parses n comma-separated positive integers.
 func parseDims(flag, s string, n int) ([]int, error) {
 	parts := strings.Split(s, ",")

@@ -1,9 +1,15 @@
 // Package kernel holds the float32 CPU kernels of hacrl's native engine:
 // matrix products spread over the machine's cores (x·w, x·wᵀ, xᵀ·y),
-// attention, softmax, norms, activations and their gradients, AdamW. On
-// amd64 builds with GOEXPERIMENT=simd and a CPU with AVX2 and FMA they run
-// on 8-wide vectors and Go-assembly micro-kernels (tile_amd64.s); elsewhere
-// portable loops compute the same functions.
+// attention, softmax, norms, activations and their gradients, AdamW.
+//
+// Each kernel has a portable Go loop and may have vector forms; a kernel
+// path is one set of them (path.go). The build registers the paths it
+// carries — "avx2" on amd64 with GOEXPERIMENT=simd: 8-wide vectors and
+// Go-assembly micro-kernels (tile_amd64.s) — and when the package starts it
+// installs the best one the CPU runs (cpuid), or the one the environment
+// variable HACRL_KERNELS names ("portable" runs no vector instruction).
+// Tests run the kernels on every path the CPU runs. MeasurePeaks measures
+// the CPU's peak multiply-add rates, the yardstick of the products.
 //
 // MatMulBT (x·wᵀ) is the product of a layer whose weights are held as a
 // checkpoint stores them, [out,in]: it needs no second copy of the weights

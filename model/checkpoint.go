@@ -91,7 +91,13 @@ func (m *Model) SaveWith(dir string, opts SaveOptions) error {
 	o := m.owner() // the adapted model, for Base's
 	o.mu.RLock()   // Apply waits until the weights are written
 	defer o.mu.RUnlock()
-	_, err := safetensors.WriteSharded(dir, "model", entries(m.specs, o.host, o.params, "", stDType), safetensors.ShardOptions{
+	var es []safetensors.Entry
+	if o.frozen != nil {
+		es = o.frozen.entries(m.specs, o.host, stDType)
+	} else {
+		es = entries(m.specs, o.host, o.params, "", stDType)
+	}
+	_, err := safetensors.WriteSharded(dir, "model", es, safetensors.ShardOptions{
 		MaxShardSize: opts.MaxShardSize, Metadata: map[string]string{"format": "pt"},
 		AlwaysIndex: true, // optimizer.safetensors may sit beside: vLLM would load it as weights without an index
 	})

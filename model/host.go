@@ -153,7 +153,12 @@ func (m *Model) paramValues(i int) []float64 {
 		return float64s(m.params[i])
 	}
 	s := m.specs[i]
-	src := flatViews(m.specs, m.host)[i]
+	var src []float32
+	if m.frozen != nil {
+		src = m.frozen.values(m.host, s.name)
+	} else {
+		src = flatViews(m.specs, m.host)[i]
+	}
 	v := make([]float64, len(src))
 	for j := range src {
 		v[j] = float64(src[s.fileIndex(j)])
@@ -174,6 +179,9 @@ func (m *Model) setParamValues(i int, v []float64) {
 	if m.params != nil {
 		m.params[i] = tensorFrom(m.dtype, v, s.shape)
 		return
+	}
+	if m.frozen != nil {
+		panic("model: setParamValues: the base is held in bfloat16")
 	}
 	m.dec, m.baseDec = nil, nil // their packed weights, if any, are stale
 	dst := flatViews(m.specs, m.host)[i]

@@ -454,6 +454,9 @@ func (m *Model) MergeLoRA() error {
 	if m.lora == nil {
 		return fmt.Errorf("model: merge: the model has no LoRA adapters")
 	}
+	if m.frozen != nil {
+		return fmt.Errorf("model: merge: the base weights are held in bfloat16 (frozen dtype): merge into a float32 base, loaded from the checkpoint")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.host == nil {

@@ -66,6 +66,10 @@ type Model struct {
 	arenas arenaPool // buffers of native passes, kept between them
 
 	lora *adapters // LoRA adapters (lora.go), or nil; the base is then frozen
+
+	// frozen, when the base is held in bfloat16 (SetFrozenDType), holds its
+	// matrix weights; host then holds the other parameters only.
+	frozen *frozenBF16
 }
 
 // SetEngine chooses how Generate, Score, Trainer.Accumulate and
@@ -188,6 +192,7 @@ func (m *Model) Clone() (*Model, error) {
 	o := m.owner()
 	o.mu.RLock()
 	defer o.mu.RUnlock()
+	c.frozen = o.frozen          // never modified: shared
 	if ad := m.lora; ad != nil { // the clone gets its own copy of the adapters
 		c.lora = &adapters{cfg: ad.cfg, mods: ad.mods, specs: ad.specs}
 		if ad.host != nil {
@@ -229,6 +234,9 @@ func (m *Model) snapshot() []*tensors.Tensor {
 	m.mu.RUnlock()
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.frozen != nil {
+		panic("model: the graphs take float32 weights, and this model's base is held in bfloat16 (SetFrozenDType): it runs on the native engine only")
+	}
 	if m.params == nil {
 		m.params = tensorsFromFlat(m.specs, m.host)
 		m.host, m.dec, m.baseDec = nil, nil, nil
@@ -285,7 +293,7 @@ func (m *Model) loadDecoder(slot **decoder, adapted bool) (dec *decoder, release
 				m.host = flatFromTensors(m.specs, m.params)
 				m.params = nil
 			}
-			dec := newDecoder(m.cfg, m.specs, m.host)
+			dec := m.newHostDecoder()
 			if adapted && m.lora != nil {
 				m.lora.attach(dec, m.lora.onHost(), true)
 			}

@@ -38,8 +38,11 @@ type decoder struct {
 
 // proj is one weight matrix of the decoder and its bias: w is [out,in]
 // (torch.nn.Linear, the LM head) when t, else [in,out] (GPT-2's Conv1D).
+// A frozen base held in bfloat16 (Model.SetFrozenDType) has the weights as
+// bfloat16 bits in wb, in the same layout, and w nil.
 type proj struct {
 	w, b    []float32
+	wb      []uint16
 	in, out int
 	t       bool
 	packed  *kernel.Packed // a small model's weights laid out for the products (decoder.pack), or nil
@@ -58,6 +61,14 @@ func (l proj) forward(par bool, y, x []float32, m int) {
 // base sets y [m,out] = x [m,in]·W (+ b).
 func (l proj) base(par bool, y, x []float32, m int) {
 	switch {
+	case l.wb != nil && l.t && par:
+		kernel.MatMulBTBF16(y, x, l.wb, l.b, m, l.in, l.out)
+	case l.wb != nil && l.t:
+		kernel.MatMulBTBF16Serial(y, x, l.wb, l.b, m, l.in, l.out)
+	case l.wb != nil && par:
+		kernel.MatMulBF16(y, x, l.wb, l.b, m, l.in, l.out)
+	case l.wb != nil:
+		kernel.MatMulBF16Serial(y, x, l.wb, l.b, m, l.in, l.out)
 	case l.packed != nil && par:
 		kernel.MatMulPacked(y, x, l.packed, l.b, m)
 	case l.packed != nil:
@@ -75,6 +86,14 @@ func (l proj) base(par bool, y, x []float32, m int) {
 
 // backInput sets dx [m,in] to the gradient at the input, dy·Wᵀ.
 func (l proj) backInput(dx, dy []float32, m int) {
+	switch {
+	case l.wb != nil && l.t:
+		kernel.MatMulBF16(dx, dy, l.wb, nil, m, l.out, l.in)
+		return
+	case l.wb != nil:
+		kernel.MatMulBTBF16(dx, dy, l.wb, nil, m, l.out, l.in)
+		return
+	}
 	if l.t {
 		kernel.MatMul(dx, dy, l.w, nil, m, l.out, l.in)
 	} else {
@@ -138,6 +157,9 @@ func (dec *decoder) pack() {
 		return
 	}
 	packProj := func(l *proj) {
+		if l.w == nil {
+			return // bfloat16 weights: no packed copy
+		}
 		if l.t {
 			l.packed = kernel.PackT(l.w, l.out, l.in)
 		} else {

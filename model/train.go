@@ -83,6 +83,9 @@ func NewTrainer(m *Model, opt OptimizerConfig) (*Trainer, error) {
 	if m.baseOf != nil {
 		return nil, fmt.Errorf("model: the base of a model with LoRA adapters is frozen: train the adapted model, or a Clone of the base")
 	}
+	if m.frozen != nil && m.lora == nil {
+		return nil, fmt.Errorf("model: the base weights are held in bfloat16 (frozen dtype) and cannot be trained: add LoRA adapters, or load the model in float32")
+	}
 	return &Trainer{m: m, opt: opt}, nil
 }
 

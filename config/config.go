@@ -381,6 +381,15 @@ type Agent struct {
 	// softmax and log-probs in float32). bfloat16 runs on the graph engine
 	// of the XLA backend (xla:cuda, xla:cpu); engine native refuses it.
 	ComputeDType string `yaml:"compute_dtype,omitempty" json:"compute_dtype,omitempty" default:"float32"`
+	// FrozenDType is how a LoRA agent's frozen base weights are held:
+	// float32, or bfloat16 — the base's matrix weights (every layer's
+	// projections and an untied LM head) rounded once to bfloat16 (to
+	// nearest, ties to even) and read by the native engine's products as
+	// such, half their memory; the agent trains and samples exactly as it
+	// would on a float32 base rounded the same way. Embeddings, norms and
+	// biases, the adapters and their optimizer state stay float32. Needs a
+	// lora section and the native engine.
+	FrozenDType string `yaml:"frozen_dtype,omitempty" json:"frozen_dtype,omitempty" default:"float32"`
 }
 
 // Rollout engines and server dialects (Rollout.Engine, Rollout.Dialect).
@@ -1058,6 +1067,18 @@ func (c *Config) validate() error {
 			}
 		default:
 			bad(p+".compute_dtype", "must be float32 or bfloat16, got %q", a.ComputeDType)
+		}
+		switch a.FrozenDType {
+		case "float32":
+		case "bfloat16":
+			switch {
+			case a.LoRA == nil:
+				bad(p+".frozen_dtype", "bfloat16 holds a LoRA agent's frozen base and needs a lora section (a fully fine-tuned agent trains every weight)")
+			case c.Engine == "graph" || a.ComputeDType == "bfloat16":
+				bad(p+".frozen_dtype", "bfloat16 runs on the native engine (engine auto or native, compute_dtype float32)")
+			}
+		default:
+			bad(p+".frozen_dtype", "must be float32 or bfloat16, got %q", a.FrozenDType)
 		}
 	}
 	validateMethod(c.Method, bad)

@@ -59,8 +59,9 @@ func heldInBF16(family, name string) bool {
 // weights rounded once to bfloat16 and kept as such (see above). Rounding
 // cannot be undone: setting float32 afterwards is refused. It needs LoRA
 // adapters (call it after AddLoRA or LoadAdapters: a fully fine-tuned model
-// trains every weight) and the native engine (SetEngine(EngineNative)):
-// the graphs take float32 weights. Afterwards MergeLoRA is refused, and
+// trains every weight) and the native engine (EngineNative, or EngineAuto
+// on the Go backend): the graphs take float32 weights; SetEngine must not
+// choose them afterwards. Afterwards MergeLoRA is refused, and
 // Save writes the base as held, its bfloat16 values widened exactly.
 func (m *Model) SetFrozenDType(dtype string) error {
 	switch {
@@ -75,8 +76,8 @@ func (m *Model) SetFrozenDType(dtype string) error {
 		return nil
 	case m.lora == nil || m.baseOf != nil:
 		return fmt.Errorf("model: frozen dtype bfloat16 needs a model with LoRA adapters (its base is frozen); a fully fine-tuned model trains every weight")
-	case m.engine != EngineNative || !m.native():
-		return fmt.Errorf("model: frozen dtype bfloat16 runs on the native engine (engine native), which reads bfloat16 weights; the graphs take float32")
+	case !m.native():
+		return fmt.Errorf("model: frozen dtype bfloat16 runs on the native engine (engine native, or auto on the Go backend), which reads bfloat16 weights; the graphs take float32")
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

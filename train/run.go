@@ -293,6 +293,11 @@ func (r *Run) loadAgents(ctx context.Context, resume bool) (*loaded, error) {
 		if err := setComputeDType(a, cfg.Agents[a.Index].ComputeDType); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.Where(fmt.Sprintf("agents[%d].compute_dtype", a.Index)), err)
 		}
+		// Before the bases are saved (saveBases): the saved base is the
+		// rounded one the adapters train on.
+		if err := a.Model.SetFrozenDType(cfg.Agents[a.Index].FrozenDType); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.Where(fmt.Sprintf("agents[%d].frozen_dtype", a.Index)), err)
+		}
 	}
 	if err := r.setupRolloutEngines(); err != nil {
 		return nil, err

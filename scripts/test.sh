@@ -37,6 +37,14 @@ if command -v gcc >/dev/null && [[ "${HACRL_SKIP_PYPI:-}" != 1 ]]; then
 fi
 echo "== go test"
 go test -count=1 -timeout 25m ./... 2>&1 | tee /tmp/hacrl-test.log
+# The suite above ran on the best kernel path this CPU has (internal/kernel,
+# HACRL_KERNELS); the kernel package's tests ran on every other path too.
+# The engine's own tests run again on the portable Go loops, the path of
+# CPUs without vector kernels: the engines agree, gradients, determinism.
+echo "== go test ./model on the portable kernels (HACRL_KERNELS=portable)"
+HACRL_KERNELS=portable go test -count=1 -timeout 10m ./model \
+  -run 'Native|EnginesAgree|EnginesTrainAlike|SamplerMatchesScorer|Determinism|GradientFiniteDifferences|LoRAEnginesAgree|LoRAGradientsMatchGraph|MatchesPyTorch|GenerateSameWhateverMaxBatch|BatchJoinsAndLeaves|AccumulateMicroBatches' \
+  2>&1 | tee -a /tmp/hacrl-test.log
 if command -v gcc >/dev/null; then
   # The tests of the XLA backend are in files built with -tags xla, and their
   # names contain XLA; the rest of those packages ran above.

@@ -11,13 +11,17 @@ import (
 //
 // A bfloat16 is the top half of a float32: widening one is a 16-bit left
 // shift, exact. The products below keep weights in memory as bfloat16 bits
-// (half the bytes of float32) and widen them, a piece at a time, into a
-// float32 scratch buffer that stays in the caches, which the float32
-// product then reads. So each equals its float32 form on the widened
-// weights bit for bit, on every path, for every shape and number of cores:
-// the same multiply-adds in the same k order. A product bound by reading
-// its weights from memory — a decoding step of a few rows — reads half as
-// many bytes; the widening costs a pass over the piece in the caches.
+// (half the bytes of float32) and widen them as they read them, into
+// float32 buffers that stay in the caches: on the vector path, a decoding
+// step's x·wᵀ (fewer than 64 rows) widens 64 weight rows × 64 steps at a
+// time into the packed path's panels (transposed as MatMulBT transposes
+// float32 weights), or, for 12–16 rows, six weight rows at a time for the
+// narrow path's tile; other products widen a piece of weights at a time
+// and run the float32 product on it. Every output element is still its
+// initial value plus its multiply-adds in k order, so each product equals
+// its float32 form on the widened weights bit for bit, on every path, for
+// every shape and number of cores. A product bound by reading its weights
+// from memory — a decoding step of a few rows — reads half as many bytes.
 // (CPUs with AVX512_BF16 could multiply the bfloat16 pairs directly with
 // vdpbf16ps, which rounds differently; this package does not use it.)
 
@@ -59,6 +63,11 @@ func WidenBF16(dst []float32, src []uint16) {
 	}
 }
 
+// simdBF16Cols, where the build and CPU allow, computes output columns
+// [lo,hi) of a bfloat16 x·wᵀ of fewer than bf16TallRows rows with vector
+// instructions; it runs when the vector products do.
+var simdBF16Cols func(p bf16Product, lo, hi int)
+
 // simdWiden is the vector form of WidenBF16 where the build and CPU have
 // one; it runs when the vector products do (the path in use is not the
 // portable one).
@@ -74,8 +83,8 @@ type bf16Product struct {
 }
 
 // bf16Piece is the most weights a piece of a product of few rows widens at
-// a time (128 KiB of float32): the piece stays in the level-2 cache from
-// widening to use. Tall products (bf16TallRows rows or more) widen pieces
+// a time off the vector path (256 KiB of float32, 1 MiB for 12 rows or
+// more, whose narrow path transposes x once per piece). Tall products (bf16TallRows rows or more) widen pieces
 // of bf16TallCols outputs, whose float32 product then reuses each weight
 // across the rows as MatMulBT's packing does.
 const (
@@ -104,6 +113,21 @@ func (p bf16Product) run(name string, parallel bool) {
 		for c := 0; c < p.n; c += bf16TallCols {
 			p.piece(c, min(p.n, c+bf16TallCols), true)
 		}
+		return
+	}
+	if simdBF16Cols != nil && simdProduct != nil && p.wt && p.k > 0 {
+		// Few rows on the vector path: the columns in blocks of 64, split
+		// between the workers.
+		blocks := (p.n + 63) / 64
+		workers := 1
+		if parallel {
+			workers = min(runtime.GOMAXPROCS(0), blocks, max(1, p.m*p.k*p.n/minParallelWork))
+		}
+		Parallel(workers, 1, func(lo, hi int) {
+			for w := lo; w < hi; w++ {
+				simdBF16Cols(p, blocks*w/workers*64, min(p.n, blocks*(w+1)/workers*64))
+			}
+		})
 		return
 	}
 	piece := bf16Piece

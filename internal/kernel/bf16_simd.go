@@ -3,23 +3,29 @@
 package kernel
 
 import (
-	"math"
 	"simd/archsimd"
+	"unsafe"
 )
 
-// The vector widening, where the CPU has AVX2 (WidenBF16 uses it while the
-// vector products are installed).
+// The vector widening and products, where the CPU has AVX2 and FMA (they
+// run while the vector products are installed: see WidenBF16).
 var _ = func() bool {
-	if archsimd.X86.AVX2() {
-		simdWiden = widenAVX2
+	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
+		simdWiden, simdBF16Cols = widenAVX2, bf16ColsAVX2
 	}
 	return true
 }()
 
-// widenAVX2 widens eight bfloat16 values at a time: zero-extended to 32
-// bits and shifted into the top half. The last len mod 8 go one at a time
-// after the closing VZEROUPPER.
 func widenAVX2(dst []float32, src []uint16) {
+	widenVec(dst, src)
+	archsimd.ClearAVXUpperBits()
+}
+
+// widenVec widens eight bfloat16 values at a time — zero-extended to 32
+// bits and shifted into the top half — and the last len mod 8 with integer
+// stores (no legacy SSE among the vector code), without the closing
+// VZEROUPPER.
+func widenVec(dst []float32, src []uint16) {
 	n := len(src)
 	dst = dst[:n]
 	i := 0
@@ -36,8 +42,174 @@ func widenAVX2(dst []float32, src []uint16) {
 	for ; i+8 <= n; i += 8 {
 		archsimd.LoadUint16x8Slice(src[i:]).ExtendToUint32().ShiftAllLeft(16).AsFloat32x8().StoreSlice(dst[i:])
 	}
-	archsimd.ClearAVXUpperBits()
-	for ; i < n; i++ {
-		dst[i] = math.Float32frombits(uint32(src[i]) << 16)
+	if i < n {
+		bits := unsafe.Slice((*uint32)(unsafe.Pointer(&dst[i])), n-i)
+		for j, h := range src[i:] {
+			bits[j] = uint32(h) << 16
+		}
+	}
+}
+
+// bf16ColsAVX2 computes output columns [lo,hi) of a product x·wᵀ of fewer
+// than bf16TallRows rows with bfloat16 w: 12–16 rows (a decoding batch) as
+// narrowBT does, widening six weight rows at a time; fewer in blocks of 64
+// weight rows, widened and transposed 64 steps at a time into panels, as
+// the packed path does; columns past the last whole block of 64 through a
+// widened piece. Each output element gets its initial value plus its
+// multiply-adds in k order, so the bits are those of every other path.
+func bf16ColsAVX2(p bf16Product, lo, hi int) {
+	defer archsimd.ClearAVXUpperBits()
+	if p.m >= narrowMinRows && p.m <= 16 {
+		p.narrowAVX2(lo, hi)
+		return
+	}
+	full := lo + (hi-lo)/64*64
+	if full > lo {
+		p.blocksAVX2(lo, full)
+	}
+	if full < hi {
+		p.piece(full, hi, false)
+	}
+}
+
+// narrowAVX2 is narrowBT (kernel_simd.go) on bfloat16 weights: x's rows,
+// zero-padded to 16, are transposed once into the tile's lanes, and each
+// six weight rows are widened into a buffer the tile broadcasts them from.
+func (p bf16Product) narrowAVX2(lo, hi int) {
+	bufp := packBuffers.Get().(*[]float32)
+	defer packBuffers.Put(bufp)
+	k := p.k
+	need := 16*k + 16*k + 6*k + 16*(hi-lo)
+	if cap(*bufp) < need {
+		*bufp = make([]float32, need)
+	}
+	buf := (*bufp)[:need]
+	rows16, xt, wide, outT := buf[:16*k], buf[16*k:32*k], buf[32*k:38*k], buf[38*k:]
+	for i := range 16 {
+		if i < p.m {
+			copy(rows16[i*k:(i+1)*k], p.x[i*k:(i+1)*k])
+		} else {
+			clear(rows16[i*k : (i+1)*k])
+		}
+	}
+	full := k / 8 * 8
+	if full > 0 {
+		transpose16(full, &rows16[0], uintptr(k)*4, &xt[0])
+	}
+	for q := full; q < k; q++ {
+		for i := range 16 {
+			xt[q*16+i] = rows16[i*k+q]
+		}
+	}
+	var zeros [16]float32
+	var init [6][16]float32
+	for j := lo; j < hi; j += 6 {
+		rows := min(6, hi-j)
+		widenVec(wide[:rows*k], p.w[j*k:(j+rows)*k])
+		start, istride := &zeros[0], uintptr(0)
+		if p.bias != nil {
+			for r, b := range p.bias[j : j+rows] {
+				for i := range init[r] {
+					init[r][i] = b
+				}
+			}
+			start, istride = &init[0][0], 64
+		}
+		if rows == 6 {
+			tile6x16Rows(k, &wide[0], uintptr(k)*4, &xt[0], start, istride, &outT[(j-lo)*16])
+		} else {
+			tileRows(rows, k, &wide[0], uintptr(k)*4, 4, &xt[0], 64, start, istride, &outT[(j-lo)*16], 64)
+		}
+	}
+	for c0 := lo; c0 < hi; c0 += 16 {
+		block := outT[(c0-lo)*16 : (min(hi, c0+16)-lo)*16]
+		for i := range p.m {
+			o := p.out[i*p.n+c0 : i*p.n+min(hi, c0+16)]
+			for c := range o {
+				o[c] = block[c*16+i]
+			}
+		}
+	}
+}
+
+// bf16Block is the depth of one pass of blocksAVX2: the 64 widened weight
+// rows (16 KiB) and their four panels stay in the level-1 cache.
+const bf16Block = 64
+
+// blocksAVX2 computes output columns [lo,hi) (hi−lo a multiple of 64) of
+// a product of fewer than bf16TallRows rows, 64 columns at a time in
+// passes over k: each pass widens the block's 64 weight rows over
+// bf16Block steps, transposes them into four 16-column panels, and runs
+// the tiles over them: six rows at a time, then the rest on one tile of 64
+// (one row) or 32 (two) columns for independent sums, or of 16. A partial
+// sum passes through out between passes.
+func (p bf16Product) blocksAVX2(lo, hi int) {
+	const kb = bf16Block
+	bufp := bf16Buffers.Get().(*[]float32)
+	defer bf16Buffers.Put(bufp)
+	if cap(*bufp) < 2*64*kb {
+		*bufp = make([]float32, 2*64*kb)
+	}
+	rows, panels := (*bufp)[:64*kb], (*bufp)[64*kb:2*64*kb]
+	rowBits := unsafe.Slice((*uint32)(unsafe.Pointer(&rows[0])), len(rows))
+	panelBits := unsafe.Slice((*uint32)(unsafe.Pointer(&panels[0])), len(panels))
+	var zeros [64]float32
+	k, n := p.k, p.n
+	ostride, xstride := uintptr(n)*4, uintptr(k)*4
+	tiles := p.m / 6
+	for c := lo; c < hi; c += 64 {
+		for k0 := 0; k0 < k; k0 += kb {
+			kc := min(kb, k-k0)
+			for r := range 64 {
+				widenVec(rows[r*kc:(r+1)*kc], p.w[(c+r)*k+k0:(c+r)*k+k0+kc])
+			}
+			full := kc / 8 * 8
+			for j := range 4 {
+				if full > 0 {
+					transpose16(full, &rows[16*j*kc], uintptr(kc)*4, &panels[j*kc*16])
+				}
+				for q := full; q < kc; q++ { // integer moves: no legacy SSE
+					for col := range 16 {
+						panelBits[(j*kc+q)*16+col] = rowBits[(16*j+col)*kc+q]
+					}
+				}
+			}
+			// initial is where the rows from i of columns col… start: zero
+			// or the bias in the first pass, the partial sums after it.
+			initial := func(i, col int) (*float32, uintptr) {
+				switch {
+				case k0 > 0:
+					return &p.out[i*n+col], ostride
+				case p.bias != nil:
+					return &p.bias[col], 0
+				}
+				return &zeros[0], 0
+			}
+			pstride := uintptr(kc*16) * 4
+			for t := range tiles {
+				i := 6 * t
+				for j := range 4 {
+					init, istride := initial(i, c+16*j)
+					tile6x16(kc, &p.x[i*k+k0], xstride, 4, &panels[j*kc*16], 64, init, istride, &p.out[i*n+c+16*j], ostride)
+				}
+			}
+			i := 6 * tiles
+			switch rest := p.m - i; rest {
+			case 0:
+			case 1:
+				init, istride := initial(i, c)
+				tile1x64(kc, &p.x[i*k+k0], 0, 4, &panels[0], 64, pstride, init, istride, &p.out[i*n+c], ostride)
+			case 2:
+				for j := 0; j < 4; j += 2 {
+					init, istride := initial(i, c+16*j)
+					tile2x32(kc, &p.x[i*k+k0], xstride, 4, &panels[j*kc*16], 64, pstride, init, istride, &p.out[i*n+c+16*j], ostride)
+				}
+			default:
+				for j := range 4 {
+					init, istride := initial(i, c+16*j)
+					tileRows(rest, kc, &p.x[i*k+k0], xstride, 4, &panels[j*kc*16], 64, init, istride, &p.out[i*n+c+16*j], ostride)
+				}
+			}
+		}
 	}
 }

@@ -80,7 +80,7 @@ func (m *Model) NewBatch(rows, slots int) (*Batch, error) {
 	case slots < 1 || slots > m.cfg.MaxSeq:
 		return nil, fmt.Errorf("model: NewBatch: %d slots, want 1 to the model's %d positions", slots, m.cfg.MaxSeq)
 	}
-	dec, release, err := m.decoder()
+	dec, release, err := m.samplingDecoder()
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (b *Batch) Step(ctx context.Context) ([]Token, error) {
 		return nil, nil
 	}
 	if b.dec == nil {
-		dec, release, err := b.m.decoder()
+		dec, release, err := b.m.samplingDecoder()
 		if err != nil {
 			return nil, err
 		}

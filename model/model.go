@@ -70,6 +70,13 @@ type Model struct {
 	// frozen, when the base is held in bfloat16 (SetFrozenDType), holds its
 	// matrix weights; host then holds the other parameters only.
 	frozen *frozenBF16
+
+	// sampleBF16 makes Generate read a bfloat16 copy of the product weights
+	// (SetSampleDType): sampleDec, made from the decoder sampleOf.
+	sampleBF16 bool
+	sampleMu   sync.Mutex
+	sampleDec  *decoder
+	sampleOf   *decoder
 }
 
 // SetEngine chooses how Generate, Score, Trainer.Accumulate and
@@ -188,7 +195,7 @@ func (m *Model) NumParams() int64 {
 // penalty.
 func (m *Model) Clone() (*Model, error) {
 	c := blankModel(m.backend, m.cfg, m.dtype)
-	c.engine, c.gen, c.bf16 = m.engine, m.gen, m.bf16
+	c.engine, c.gen, c.bf16, c.sampleBF16 = m.engine, m.gen, m.bf16, m.sampleBF16
 	o := m.owner()
 	o.mu.RLock()
 	defer o.mu.RUnlock()

@@ -1,0 +1,90 @@
+package model
+
+import (
+	"fmt"
+
+	"github.com/hacrl/hacrl/safetensors"
+)
+
+// Sampling with bfloat16 weights.
+//
+// SetSampleDType("bfloat16") makes Generate (and a Batch's steps) read a
+// bfloat16 copy of the weights every product multiplies by — the
+// projections of every layer and the LM head (the tied embeddings too, for
+// the head only) — rounded to nearest even from the float32 weights and
+// made again after each update, the first time the model samples. The
+// decoding steps then read half the bytes; the model's float32 weights are
+// still what Score, training and Save use, so the log-probs a method takes
+// as the old policy's come from them, and the samples' own log-probs
+// (Sample.LogProbs) differ from those by the gap bfloat16 rounding opens.
+// The copy costs 2 bytes per weight on top of the float32 ones.
+
+// SetSampleDType chooses the weights Generate samples with: FrozenFloat32
+// (the default: the model's own) or FrozenBFloat16 (a bfloat16 copy, see
+// above). It needs the native engine.
+func (m *Model) SetSampleDType(dtype string) error {
+	switch {
+	case dtype == FrozenFloat32 || dtype == "":
+		m.sampleBF16 = false
+		return nil
+	case dtype != FrozenBFloat16:
+		return fmt.Errorf("model: sample dtype %q: want %q or %q", dtype, FrozenFloat32, FrozenBFloat16)
+	case !m.native():
+		return fmt.Errorf("model: sample dtype bfloat16 runs on the native engine (engine native, or auto on the Go backend)")
+	}
+	m.sampleBF16 = true
+	return nil
+}
+
+// SampleDType is the dtype of the weights Generate samples with
+// (SetSampleDType).
+func (m *Model) SampleDType() string {
+	if m.sampleBF16 {
+		return FrozenBFloat16
+	}
+	return FrozenFloat32
+}
+
+// samplingDecoder is decoder for the sampler: the model's decoder or, with
+// a bfloat16 sample dtype, its copy with bfloat16 product weights, made
+// again whenever the decoder is (after every update). release is the
+// decoder's.
+func (m *Model) samplingDecoder() (dec *decoder, release func(), err error) {
+	dec, release, err = m.decoder()
+	if err != nil || !m.sampleBF16 {
+		return dec, release, err
+	}
+	m.sampleMu.Lock()
+	defer m.sampleMu.Unlock()
+	if m.sampleOf != dec {
+		m.sampleDec, m.sampleOf = dec.withBF16Weights(), dec
+	}
+	return m.sampleDec, release, nil
+}
+
+// withBF16Weights returns a copy of dec whose products read their weights
+// rounded to bfloat16 (to nearest, ties to even); everything else,
+// embeddings and adapters included, is dec's.
+func (dec *decoder) withBF16Weights() *decoder {
+	c := *dec
+	c.layers = append([]decoderLayer(nil), dec.layers...)
+	round := func(p *proj) {
+		if p.w == nil {
+			return // bfloat16 already (a frozen base)
+		}
+		wb := make([]uint16, len(p.w))
+		for i, x := range p.w {
+			wb[i] = safetensors.Float32ToBFloat16(x)
+		}
+		p.w, p.wb, p.packed = nil, wb, nil
+	}
+	for i := range c.layers {
+		ly := &c.layers[i]
+		round(&ly.qkv)
+		round(&ly.out)
+		round(&ly.up)
+		round(&ly.down)
+	}
+	round(&c.head)
+	return &c
+}

@@ -88,3 +88,39 @@ func (dec *decoder) withBF16Weights() *decoder {
 	round(&c.head)
 	return &c
 }
+
+// DecodeWeightBytes is the weight bytes one decoding step of Generate
+// reads: every product's weights as the sampler holds them (4 bytes a
+// float32 value, 2 a bfloat16 one) with their biases, the adapters' and
+// the norms' gains — not the embedding rows it gathers (unless the LM head
+// is tied to them, which the head reads whole).
+func (m *Model) DecodeWeightBytes() (int64, error) {
+	dec, release, err := m.samplingDecoder()
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	var n int64
+	f32 := func(v ...[]float32) {
+		for _, x := range v {
+			n += 4 * int64(len(x))
+		}
+	}
+	product := func(p proj) {
+		f32(p.w, p.b)
+		n += 2 * int64(len(p.wb))
+		if lr := p.lora; lr != nil {
+			f32(lr.a, lr.wbd)
+		}
+	}
+	for _, ly := range dec.layers {
+		product(ly.qkv)
+		product(ly.out)
+		product(ly.up)
+		product(ly.down)
+		f32(ly.norm1W, ly.norm1B, ly.norm2W, ly.norm2B, ly.qNormW, ly.kNormW)
+	}
+	product(dec.head)
+	f32(dec.normW, dec.normB)
+	return n, nil
+}

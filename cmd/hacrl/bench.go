@@ -37,6 +37,7 @@ func benchEngineCmd() *cobra.Command {
 		vocab, dim, layers, heads, kvHeads, hidden, seq, batch        int
 		steps, warmup, sampleBatch, sampleTokens, sampleRuns, threads int
 		samplePrompt, memReadMB, loraRank                             int
+		weightsDType                                                  string
 		loraAlpha                                                     float64
 		loraTargets                                                   string
 		seed                                                          int64
@@ -57,7 +58,13 @@ bandwidth measured in the same process. With --lora-rank N the model gets LoRA a
 uniform on ±1/√in, B zero, scale alpha/rank) on --lora-targets before the
 trainer is made, so that training updates the adapters only (AdamW over
 them); lora_rank, lora_alpha, lora_targets and trainable_params are
-reported beside params (the base model's). Prints one JSON line.
+reported beside params (the base model's). --weights-dtype bfloat16 holds
+the weights the products read in bfloat16 (rounded to nearest even, widened
+in the products): with --lora-rank, the frozen base (training and sampling;
+model.SetFrozenDType), else a copy the sampler reads, made again after each
+update (model.SetSampleDType), so that decode_weight_gb_per_s counts 2 bytes
+per such weight and batch-1 decoding can be set against mem_read_gb_per_s.
+Prints one JSON line.
 bench/torch/bench.py takes the same flags and prints the same fields;
 bench/compare.sh runs both.`,
 		Args: cobra.NoArgs,
@@ -136,7 +143,10 @@ bench/compare.sh runs both.`,
 			if err != nil {
 				return err
 			}
-			res, err := benchEngine(cmd.Context(), b, cfg, eng, dt, lora, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
+			if weightsDType != model.FrozenFloat32 && weightsDType != model.FrozenBFloat16 {
+				return usage("--weights-dtype %q: want float32 or bfloat16", weightsDType)
+			}
+			res, err := benchEngine(cmd.Context(), b, cfg, eng, dt, weightsDType, lora, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
 			if err != nil {
 				return err
 			}
@@ -151,7 +161,9 @@ bench/compare.sh runs both.`,
 			res["kernel_path"] = kernel.Path()
 			if peak := bestPeak(runtime.GOMAXPROCS(0)); peak > 0 {
 				res["fma_peak_gflops"] = round(peak, 1)
-				res["train_peak_fraction"] = round(res["train_weight_gflops"].(float64)/peak, 3)
+				if g, ok := res["train_weight_gflops"].(float64); ok {
+					res["train_peak_fraction"] = round(g/peak, 3)
+				}
 			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
@@ -184,6 +196,7 @@ bench/compare.sh runs both.`,
 	f.IntVar(&loraRank, "lora-rank", 0, "train LoRA adapters of this rank on a frozen base; 0: full fine-tuning")
 	f.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (the adapters' output is scaled by alpha/rank); default 2·rank")
 	f.StringVar(&loraTargets, "lora-targets", model.AllLinear, "comma-separated modules given adapters (q_proj,v_proj,…, c_attn for gpt) or all-linear")
+	f.StringVar(&weightsDType, "weights-dtype", model.FrozenFloat32, "float32, or bfloat16: the product weights held in bfloat16 (with --lora-rank the frozen base, else a copy for sampling)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole measurement to this file (go tool pprof)")
 	return cmd
 }
@@ -191,7 +204,7 @@ bench/compare.sh runs both.`,
 // benchEngine times the training step and the sampler of a fresh model.
 // With lora (nil: full fine-tuning) the model gets adapters before the
 // trainer is made, so that the trainer updates them only.
-func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, computeDType dtypes.DType, lora *model.LoRA, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
+func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engine model.Engine, computeDType dtypes.DType, weightsDType string, lora *model.LoRA, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns int, seed int64) (map[string]any, error) {
 	m, err := model.New(b, cfg, seed)
 	if err != nil {
 		return nil, err
@@ -203,6 +216,15 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 	if lora != nil {
 		if err := m.AddLoRA(*lora, seed); err != nil {
 			return nil, usage("--lora-targets %q: %v", strings.Join(lora.Targets, ","), err)
+		}
+	}
+	if weightsDType == model.FrozenBFloat16 {
+		set, flag := m.SetSampleDType, "--weights-dtype bfloat16"
+		if lora != nil {
+			set = m.SetFrozenDType
+		}
+		if err := set(weightsDType); err != nil {
+			return nil, usage("%s: %v", flag, err)
 		}
 	}
 	tr, err := model.NewTrainer(m, model.OptimizerConfig{LearningRate: 1e-3, WeightDecay: 0.01, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-8, MaxGradNorm: 1})
@@ -287,6 +309,12 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 	sampleS := time.Since(t0).Seconds()
 	c := m.Config()
 	read := decodeWeightBytes(c, m.NumParams())
+	sampleRead := read
+	if weightsDType == model.FrozenBFloat16 {
+		if sampleRead, err = m.DecodeWeightBytes(); err != nil {
+			return nil, err
+		}
+	}
 	res := map[string]any{
 		"engine": "hacrl-" + m.EngineName(), "family": c.Family, "params": m.NumParams(), "dim": c.Dim, "layers": c.Layers,
 		"heads": c.Heads, "kv_heads": c.KVHeads, "hidden": c.Hidden, "vocab": c.Vocab, "seq": seq, "batch": batch,
@@ -299,7 +327,9 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 		"sample_prompt":       samplePrompt,
 		"weights_mb":          round(float64(4*m.NumParams())/(1<<20), 1),
 		// Each forward pass of the sampler reads every weight it uses once.
-		"decode_weight_gb_per_s": round(float64(read)*float64(forwards)/sampleS/1e9, 2),
+		"decode_weight_gb_per_s": round(float64(sampleRead)*float64(forwards)/sampleS/1e9, 2),
+		"decode_weight_bytes":    sampleRead,
+		"weights_dtype":          weightsDType,
 		"trainable_params":       m.NumTrainable(),
 		"lora_rank":              0,
 	}
@@ -314,6 +344,13 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 	res["train_weight_gflops"] = round(perToken*float64(read/4)*float64(batch*seq*steps)/trainS/1e9, 2)
 	if lora != nil {
 		res["lora_rank"], res["lora_alpha"], res["lora_targets"] = lora.Rank, lora.Alpha, lora.Targets
+	}
+	if steps == -1 {
+		// Sampling only (bench/llamacpp): no training was timed, and a
+		// rate over zero seconds is no number JSON can carry.
+		for _, k := range []string{"train_step_ms", "train_tokens_per_s", "final_loss", "train_weight_gflops"} {
+			delete(res, k)
+		}
 	}
 	return res, nil
 }

@@ -161,7 +161,9 @@ bench/compare.sh runs both.`,
 			res["kernel_path"] = kernel.Path()
 			if peak := bestPeak(runtime.GOMAXPROCS(0)); peak > 0 {
 				res["fma_peak_gflops"] = round(peak, 1)
-				res["train_peak_fraction"] = round(res["train_weight_gflops"].(float64)/peak, 3)
+				if g, ok := res["train_weight_gflops"].(float64); ok {
+					res["train_peak_fraction"] = round(g/peak, 3)
+				}
 			}
 			return json.NewEncoder(cmd.OutOrStdout()).Encode(res)
 		},
@@ -342,6 +344,13 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 	res["train_weight_gflops"] = round(perToken*float64(read/4)*float64(batch*seq*steps)/trainS/1e9, 2)
 	if lora != nil {
 		res["lora_rank"], res["lora_alpha"], res["lora_targets"] = lora.Rank, lora.Alpha, lora.Targets
+	}
+	if steps == 0 {
+		// Sampling only (bench/llamacpp): no training was timed, and a
+		// rate over zero seconds is no number JSON can carry.
+		for _, k := range []string{"train_step_ms", "train_tokens_per_s", "final_loss", "train_weight_gflops"} {
+			delete(res, k)
+		}
 	}
 	return res, nil
 }

@@ -154,6 +154,26 @@ func TestBenchEngineConfig(t *testing.T) {
 			t.Errorf("bench engine %v: exit %d, want 2 (usage)\n%s", bad, r.code, r.stderr)
 		}
 	}
+
+	// --steps 0 measures sampling only (bench/llamacpp samples model.New's
+	// weights, untouched by a step): no training fields, whose rates would
+	// be over zero seconds.
+	r = run(t, bin, "", "", nil, "bench", "engine", "--config", path, "--layers", "2", "--steps", "0", "--warmup", "0",
+		"--sample-runs", "1", "--sample-batch", "2", "--sample-tokens", "3", "--threads", "1", "--mem-read-mb", "0")
+	if r.code != 0 {
+		t.Fatalf("--steps 0: exit %d\n%s", r.code, r.stderr)
+	}
+	if vals = jsonValues(t, r.stdout); len(vals) != 1 {
+		t.Fatalf("--steps 0: %d JSON values, want 1:\n%s", len(vals), r.stdout)
+	}
+	for _, k := range []string{"train_step_ms", "train_tokens_per_s", "final_loss", "train_weight_gflops", "train_peak_fraction"} {
+		if v, ok := vals[0][k]; ok {
+			t.Errorf("--steps 0: %s = %v, want no such field", k, v)
+		}
+	}
+	if rate, ok := vals[0]["sample_tokens_per_s"].(float64); !ok || rate <= 0 {
+		t.Errorf("--steps 0: sample_tokens_per_s = %v, want > 0", vals[0]["sample_tokens_per_s"])
+	}
 }
 
 // bench engine --lora-rank trains adapters on the targeted modules only and

@@ -132,14 +132,14 @@ func (p bf16Product) narrowAVX2(lo, hi int) {
 	}
 }
 
-// bf16Block is the depth of one pass of blocksAVX2: the 64 widened weight
-// rows (16 KiB) and their four panels stay in the level-1 cache.
+// bf16Block is the depth of one pass of blocksAVX2: its four panels (16
+// KiB) stay in the level-1 cache.
 const bf16Block = 64
 
 // blocksAVX2 computes output columns [lo,hi) (hi−lo a multiple of 64) of
 // a product of fewer than bf16TallRows rows, 64 columns at a time in
-// passes over k: each pass widens the block's 64 weight rows over
-// bf16Block steps, transposes them into four 16-column panels, and runs
+// passes over k: each pass transposes and widens the block's 64 weight
+// rows over bf16Block steps into four 16-column panels, and runs
 // the tiles over them: six rows at a time, then the rest on one tile of 64
 // (one row) or 32 (two) columns for independent sums, or of 16. A partial
 // sum passes through out between passes.
@@ -147,11 +147,10 @@ func (p bf16Product) blocksAVX2(lo, hi int) {
 	const kb = bf16Block
 	bufp := bf16Buffers.Get().(*[]float32)
 	defer bf16Buffers.Put(bufp)
-	if cap(*bufp) < 2*64*kb {
-		*bufp = make([]float32, 2*64*kb)
+	if cap(*bufp) < 64*kb {
+		*bufp = make([]float32, 64*kb)
 	}
-	rows, panels := (*bufp)[:64*kb], (*bufp)[64*kb:2*64*kb]
-	rowBits := unsafe.Slice((*uint32)(unsafe.Pointer(&rows[0])), len(rows))
+	panels := (*bufp)[:64*kb]
 	panelBits := unsafe.Slice((*uint32)(unsafe.Pointer(&panels[0])), len(panels))
 	var zeros [64]float32
 	k, n := p.k, p.n
@@ -160,17 +159,15 @@ func (p bf16Product) blocksAVX2(lo, hi int) {
 	for c := lo; c < hi; c += 64 {
 		for k0 := 0; k0 < k; k0 += kb {
 			kc := min(kb, k-k0)
-			for r := range 64 {
-				widenVec(rows[r*kc:(r+1)*kc], p.w[(c+r)*k+k0:(c+r)*k+k0+kc])
-			}
 			full := kc / 8 * 8
 			for j := range 4 {
+				rows := p.w[(c+16*j)*k+k0:]
 				if full > 0 {
-					transpose16(full, &rows[16*j*kc], uintptr(kc)*4, &panels[j*kc*16])
+					transposeWiden16(full, rows, k, panels[j*kc*16:])
 				}
 				for q := full; q < kc; q++ { // integer moves: no legacy SSE
 					for col := range 16 {
-						panelBits[(j*kc+q)*16+col] = rowBits[(16*j+col)*kc+q]
+						panelBits[(j*kc+q)*16+col] = uint32(rows[col*k+q]) << 16
 					}
 				}
 			}
@@ -210,6 +207,43 @@ func (p bf16Product) blocksAVX2(lo, hi int) {
 					tileRows(rest, kc, &p.x[i*k+k0], xstride, 4, &panels[j*kc*16], 64, init, istride, &p.out[i*n+c+16*j], ostride)
 				}
 			}
+		}
+	}
+}
+
+// transposeWiden16 writes panel[q·16+c] = the float32 value of w[c·ws+q]
+// for the 16 rows c of w (ws elements apart) and q < k, k a multiple of 8:
+// the transpose of 16×8 blocks in 16-bit lanes (three rounds of
+// interleaves) and the widening as an interleave with zeros. The rows go
+// into the vectors' halves in the order that makes the widening's two
+// interleaves come out as columns 0–7 and 8–15.
+func transposeWiden16(k int, w []uint16, ws int, panel []float32) {
+	var zero archsimd.Uint16x16
+	_ = w[15*ws+k-1]
+	_ = panel[16*k-1]
+	pair := func(a, b, q int) archsimd.Uint16x16 {
+		return zero.SetLo(archsimd.LoadUint16x8Slice(w[a*ws+q:])).SetHi(archsimd.LoadUint16x8Slice(w[b*ws+q:]))
+	}
+	for q := 0; q < k; q += 8 {
+		// Lower halves rows 0–3, 8–11; upper halves rows 4–7, 12–15.
+		v0, v1, v2, v3 := pair(0, 4, q), pair(1, 5, q), pair(2, 6, q), pair(3, 7, q)
+		v4, v5, v6, v7 := pair(8, 12, q), pair(9, 13, q), pair(10, 14, q), pair(11, 15, q)
+		a0, a1 := v0.InterleaveLoGrouped(v1).AsUint32x8(), v0.InterleaveHiGrouped(v1).AsUint32x8()
+		a2, a3 := v2.InterleaveLoGrouped(v3).AsUint32x8(), v2.InterleaveHiGrouped(v3).AsUint32x8()
+		a4, a5 := v4.InterleaveLoGrouped(v5).AsUint32x8(), v4.InterleaveHiGrouped(v5).AsUint32x8()
+		a6, a7 := v6.InterleaveLoGrouped(v7).AsUint32x8(), v6.InterleaveHiGrouped(v7).AsUint32x8()
+		b0, b1 := a0.InterleaveLoGrouped(a2).AsUint64x4(), a0.InterleaveHiGrouped(a2).AsUint64x4()
+		b2, b3 := a1.InterleaveLoGrouped(a3).AsUint64x4(), a1.InterleaveHiGrouped(a3).AsUint64x4()
+		b4, b5 := a4.InterleaveLoGrouped(a6).AsUint64x4(), a4.InterleaveHiGrouped(a6).AsUint64x4()
+		b6, b7 := a5.InterleaveLoGrouped(a7).AsUint64x4(), a5.InterleaveHiGrouped(a7).AsUint64x4()
+		out := panel[q*16 : q*16+128 : q*16+128]
+		for i, c := range [8]archsimd.Uint64x4{
+			b0.InterleaveLoGrouped(b4), b0.InterleaveHiGrouped(b4), b1.InterleaveLoGrouped(b5), b1.InterleaveHiGrouped(b5),
+			b2.InterleaveLoGrouped(b6), b2.InterleaveHiGrouped(b6), b3.InterleaveLoGrouped(b7), b3.InterleaveHiGrouped(b7),
+		} {
+			h := c.AsUint16x16()
+			zero.InterleaveLoGrouped(h).AsFloat32x8().StoreSlice(out[i*16:])
+			zero.InterleaveHiGrouped(h).AsFloat32x8().StoreSlice(out[i*16+8:])
 		}
 	}
 }

@@ -21,6 +21,7 @@ func TestCompleteKey(t *testing.T) {
 		{"agents[0].opt", []string{"agents[0].optimizer."}, nil},
 		{"agents[llama-bpe].optimizer.l", []string{"agents[llama-bpe].optimizer.lr="}, nil},
 		{"agents[llama-bpe].fro", []string{"agents[llama-bpe].frozen_dtype="}, nil},
+		{"agents[0].sample_d", []string{"agents[0].sample_dtype="}, nil},
 		{"agents[0].lora.target", []string{"agents[0].lora.target_modules="}, nil}, // a list of names: given whole
 		{"agents[0].template.v", []string{"agents[0].template.vars="}, nil},        // a map: given whole
 		{"eval.sets[", []string{"eval.sets[0]."}, nil},

@@ -390,6 +390,14 @@ type Agent struct {
 	// biases, the adapters and their optimizer state stay float32. Needs a
 	// lora section and the native engine.
 	FrozenDType string `yaml:"frozen_dtype,omitempty" json:"frozen_dtype,omitempty" default:"float32"`
+	// SampleDType is the dtype of the weights the agent samples its
+	// rollouts with: float32 (its own), or bfloat16 — a copy of every
+	// product's weights rounded to bfloat16, made again after each update,
+	// that decoding reads at half the bytes. The old log-probs still come
+	// from the float32 weights; the mean |log-prob| gap per sampled token
+	// between the two is reported each step as rollout/logprob_abs_diff.
+	// Needs the native engine and in-process rollouts.
+	SampleDType string `yaml:"sample_dtype,omitempty" json:"sample_dtype,omitempty" default:"float32"`
 }
 
 // Rollout engines and server dialects (Rollout.Engine, Rollout.Dialect).
@@ -1079,6 +1087,18 @@ func (c *Config) validate() error {
 			}
 		default:
 			bad(p+".frozen_dtype", "must be float32 or bfloat16, got %q", a.FrozenDType)
+		}
+		switch a.SampleDType {
+		case "float32":
+		case "bfloat16":
+			switch {
+			case c.Engine == "graph" || a.ComputeDType == "bfloat16":
+				bad(p+".sample_dtype", "bfloat16 runs on the native engine (engine auto or native, compute_dtype float32)")
+			case a.Rollout.Remote():
+				bad(p+".sample_dtype", "only with in-process rollouts: with rollout.engine openai the server samples")
+			}
+		default:
+			bad(p+".sample_dtype", "must be float32 or bfloat16, got %q", a.SampleDType)
 		}
 	}
 	validateMethod(c.Method, bad)

@@ -100,6 +100,8 @@ func TestParseErrorsNameKeyPath(t *testing.T) {
 		{"bfloat16 on the native engine", "top_p: 0.9}", "top_p: 0.9}\n    compute_dtype: bfloat16\nengine: native", "agents[1].compute_dtype (line 20): bfloat16 runs on the graph engine"},
 		{"bad frozen dtype", "top_p: 0.9}", "top_p: 0.9}\n    frozen_dtype: float16", `agents[1].frozen_dtype (line 20): must be float32 or bfloat16, got "float16"`},
 		{"frozen bfloat16 without lora", "top_p: 0.9}", "top_p: 0.9}\n    frozen_dtype: bfloat16", "agents[1].frozen_dtype (line 20): bfloat16 holds a LoRA agent's frozen base and needs a lora section"},
+		{"bad sample dtype", "top_p: 0.9}", "top_p: 0.9}\n    sample_dtype: fp8", `agents[1].sample_dtype (line 20): must be float32 or bfloat16, got "fp8"`},
+		{"sample bfloat16 on the graph engine", "top_p: 0.9}", "top_p: 0.9}\n    sample_dtype: bfloat16\nengine: graph", "agents[1].sample_dtype (line 20): bfloat16 runs on the native engine"},
 		{"frozen bfloat16 on the graph engine", "top_p: 0.9}", "top_p: 0.9}\n    lora: {rank: 2}\n    frozen_dtype: bfloat16\nengine: graph", "agents[1].frozen_dtype (line 21): bfloat16 runs on the native engine"},
 		{"several errors", "steps: 10", "steps: -1\nengine: gpu", "steps (line 5): must be >= 0, got -1\nengine (line 6)"},
 		{"eval task without split", "sets: [{name: test, split: test, problems: 50}]", "sets: [{name: b, benchmark: gsm8k, task: {operators: \"+\"}}]", "eval.sets[0].task (line 22): only with split"},

@@ -248,6 +248,18 @@
 // hacrl command also bounds the garbage collector's headroom (package
 // internal/gcpace).
 //
+// Two per-model options hold weights in bfloat16 where that does not change
+// what is trained (the native engine; the products widen the bfloat16 bits
+// exactly as they read them, kernel.MatMulBTBF16). SetFrozenDType("bfloat16")
+// keeps a LoRA model's frozen base matrix weights (every layer's
+// projections and an untied LM head) as bfloat16 only, rounded once to
+// nearest even: half their bytes, and the model computes bit for bit what
+// a float32 model whose base was rounded first computes (embeddings, norms,
+// biases, the adapters and their optimizer state stay float32).
+// SetSampleDType("bfloat16") makes Generate read a bfloat16 copy of every
+// product weight, made again after each update (2 more bytes a weight),
+// while Score and training keep the float32 weights.
+//
 // # Speed
 //
 // On this project's 2-core CPU the native engine trains 1.4–2.5× as fast as

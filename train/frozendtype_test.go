@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hacrl/hacrl/backend"
+	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/model"
 )
 
@@ -53,5 +54,47 @@ func TestFrozenDTypeReachesAgent(t *testing.T) {
 	got, want := must(m.Score(ctx, seqs, false)), must(a.Model.Score(ctx, seqs, false))
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("bfloat16 base + final adapters score %v, the trained agent %v", got.LogProbs, want.LogProbs)
+	}
+}
+
+// agents[].sample_dtype: bfloat16 reaches the agent's model, which samples
+// its rollouts with bfloat16 weights, and the step reports the mean
+// log-prob gap between its samples and its own scoring (the old
+// log-probs): small, and not zero; agents sampling in float32 report none.
+func TestSampleDTypeReachesAgent(t *testing.T) {
+	cfg := loraTinyConfig(t, t.TempDir(), 1)
+	cfg.Agents[2].SampleDType = "bfloat16"
+	run, err := New(context.Background(), cfg, Options{Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range run.Agents() {
+		want := model.FrozenFloat32
+		if i == 2 {
+			want = model.FrozenBFloat16
+		}
+		if got := a.Model.SampleDType(); got != want {
+			t.Errorf("%s: sample dtype %s, want %s", a.Name, got, want)
+		}
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs := must(metrics.ReadFile(filepath.Join(cfg.Out, metrics.FileName)))
+	seen := false
+	for _, r := range recs {
+		gap, ok := r.Values["rollout/logprob_abs_diff"]
+		if ok && r.Agent != cfg.Agents[2].Name {
+			t.Errorf("step %d %s: rollout/logprob_abs_diff %v, want it for the bfloat16 sampler only", r.Step, r.Agent, gap)
+		}
+		if ok {
+			seen = true
+			if !(gap > 0 && gap < 0.1) {
+				t.Errorf("step %d %s: rollout/logprob_abs_diff %v, want small and > 0", r.Step, r.Agent, gap)
+			}
+		}
+	}
+	if !seen {
+		t.Errorf("no rollout/logprob_abs_diff recorded for %s", cfg.Agents[2].Name)
 	}
 }

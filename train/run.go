@@ -298,6 +298,9 @@ func (r *Run) loadAgents(ctx context.Context, resume bool) (*loaded, error) {
 		if err := a.Model.SetFrozenDType(cfg.Agents[a.Index].FrozenDType); err != nil {
 			return nil, fmt.Errorf("%s: %w", cfg.Where(fmt.Sprintf("agents[%d].frozen_dtype", a.Index)), err)
 		}
+		if err := a.Model.SetSampleDType(cfg.Agents[a.Index].SampleDType); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.Where(fmt.Sprintf("agents[%d].sample_dtype", a.Index)), err)
+		}
 	}
 	if err := r.setupRolloutEngines(); err != nil {
 		return nil, err

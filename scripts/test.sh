@@ -16,6 +16,8 @@ echo "== go vet"
 go vet ./...
 echo "== CGO_ENABLED=0 build"
 CGO_ENABLED=0 go build -o /dev/null ./...
+echo "== GOARCH=arm64 go vet (the arm64 build, with the NEON kernels' assembly)"
+GOARCH=arm64 CGO_ENABLED=0 go vet ./...
 if command -v gcc >/dev/null; then
   echo "== XLA build (-tags xla) compiles"
   CGO_ENABLED=1 go vet -tags xla ./...
@@ -45,6 +47,19 @@ echo "== go test ./model on the portable kernels (HACRL_KERNELS=portable)"
 HACRL_KERNELS=portable go test -count=1 -timeout 10m ./model \
   -run 'Native|EnginesAgree|EnginesTrainAlike|SamplerMatchesScorer|Determinism|GradientFiniteDifferences|LoRAEnginesAgree|LoRAGradientsMatchGraph|MatchesPyTorch|GenerateSameWhateverMaxBatch|BatchJoinsAndLeaves|AccumulateMicroBatches' \
   2>&1 | tee -a /tmp/hacrl-test.log
+# The arm64 build (internal/kernel's neon path, tile_arm64.s) under Debian's
+# qemu-user: the kernel tests on neon and on the portable loops, and the
+# engine's Generate, Score and Accumulate tests on neon. qemu checks
+# correctness only: its timings say nothing of an arm64 CPU's speed.
+echo "== arm64 under qemu-user (scripts/qemu-arm64.sh)"
+if qemu="$(./scripts/qemu-arm64.sh)"; then
+  GOARCH=arm64 CGO_ENABLED=0 go test -count=1 -timeout 10m -exec "$qemu" ./internal/kernel 2>&1 | tee -a /tmp/hacrl-test.log
+  GOARCH=arm64 CGO_ENABLED=0 go test -count=1 -timeout 10m -exec "$qemu" ./model \
+    -run '^(TestMatchesReference|TestSamplerMatchesScorer|TestGenerateSameWhateverMaxBatch|TestAccumulateMicroBatches|TestNativeStepIndependentOfSplitAndCores|TestNativeGradientsMatchGraph|TestDeterminism|TestGradientFiniteDifferences)$' \
+    2>&1 | tee -a /tmp/hacrl-test.log
+else
+  echo "== no qemu-user: the arm64 build's tests did not run" >&2
+fi
 if command -v gcc >/dev/null; then
   # The tests of the XLA backend are in files built with -tags xla, and their
   # names contain XLA; the rest of those packages ran above.

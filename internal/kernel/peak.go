@@ -12,7 +12,7 @@ import (
 // dependency stalls, so no kernel can run faster. Kernels are judged as a
 // fraction of it.
 type Peak struct {
-	ISA     string  // the instructions: "avx2-fma" (8 lanes), "avx512-fma" (16 lanes)
+	ISA     string  // the instructions: "avx2-fma" (8 lanes), "avx512-fma" (16 lanes), "neon-fma" (4 lanes, arm64)
 	Threads int     // goroutines that ran the loop at once, each on its own OS thread
 	GFLOPS  float64 // 10⁹ floating-point operations per second, 2 per lane and multiply-add
 }
@@ -25,7 +25,7 @@ type peakLoop struct {
 	run          func(n int)
 }
 
-// peakLoops lists the loops this CPU can run (peak_amd64.go).
+// peakLoops lists the loops this CPU can run (peak_amd64.go, peak_arm64.go).
 var peakLoops []peakLoop
 
 // MeasurePeaks measures the peak of every vector instruction set this CPU

@@ -21,6 +21,9 @@ func TestMeasurePeaks(t *testing.T) {
 			want = append(want, "avx512-fma")
 		}
 	}
+	if runtime.GOARCH == "arm64" {
+		want = append(want, "neon-fma")
+	}
 	peaks := MeasurePeaks(2, 20*time.Millisecond)
 	if len(peaks) != len(want) {
 		t.Fatalf("MeasurePeaks = %+v, want one per instruction set of %v", peaks, want)

@@ -5,7 +5,9 @@
 // Each kernel has a portable Go loop and may have vector forms; a kernel
 // path is one set of them (path.go). The build registers the paths it
 // carries — "avx2" on amd64 with GOEXPERIMENT=simd: 8-wide vectors and
-// Go-assembly micro-kernels (tile_amd64.s) — and when the package starts it
+// Go-assembly micro-kernels (tile_amd64.s); "neon" on arm64: the products,
+// Axpy, Add and Dot on 4-wide fused multiply-adds (tile_arm64.s) — and
+// when the package starts it
 // installs the best one the CPU runs (cpuid), or the one the environment
 // variable HACRL_KERNELS names ("portable" runs no vector instruction).
 // Tests run the kernels on every path the CPU runs. MeasurePeaks measures

@@ -9,9 +9,10 @@ import (
 // A kernel path is one implementation of the vector-dispatched kernels: the
 // portable Go loops, which every build and CPU runs, or a set of vector
 // functions for an instruction set. Builds register the paths they carry
-// (kernel_simd.go: "avx2" on amd64 with GOEXPERIMENT=simd); the CPU's
-// cpuid bits say which of them can run; the best that can is chosen when the
-// package starts, unless the environment variable HACRL_KERNELS names one.
+// (kernel_simd.go: "avx2" on amd64 with GOEXPERIMENT=simd;
+// kernel_arm64.go: "neon" on arm64); the CPU's cpuid bits say which of
+// them can run; the best that can is chosen when the package starts,
+// unless the environment variable HACRL_KERNELS names one.
 //
 // Every path computes the same functions, and each is deterministic on its
 // own: the same operands give the same bits run to run, whatever the
@@ -71,8 +72,8 @@ func init() {
 }
 
 // Path names the kernel path in use: "avx2" (AVX2 and FMA vector code, on
-// amd64 builds with GOEXPERIMENT=simd and a CPU that has both) or
-// "portable" (plain Go).
+// amd64 builds with GOEXPERIMENT=simd and a CPU that has both), "neon"
+// (arm64 builds, every arm64 CPU) or "portable" (plain Go).
 func Path() string { return active }
 
 // Paths lists the kernel paths this build carries that this CPU can run,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates (once) the project's Python environment — the exact packages and
 # hashes of scripts/pyenv/requirements.txt: PyTorch, transformers, PEFT,
-# safetensors, tokenizers, math-verify, TensorBoard — and prints its
+# safetensors, tokenizers, math-verify, TensorBoard, TRL — and prints its
 # interpreter's path on standard output. Tests use it as the independent
 # implementation hacrl is checked against, bench/ as the peer it is measured
 # with.
@@ -64,7 +64,7 @@ if [[ ! -f "$env/.complete" ]]; then
 			"(set HACRL_SKIP_PYPI=1 to skip the checks against the Python libraries on a machine without it)" >&2
 		exit 1
 	fi
-	"$python" -c 'import torch, transformers, peft, safetensors, tokenizers, math_verify, tensorboard' >&2
+	"$python" -c 'import torch, transformers, peft, safetensors, tokenizers, math_verify, tensorboard, trl' >&2
 	touch "$env/.complete"
 	for old in "$root"/py*; do
 		[[ "$old" == "$env" ]] || rm -rf "$old"

@@ -21,10 +21,10 @@ import (
 // embeddings (and so a tied LM head), norms and biases stay float32, and so
 // does everything trained: the adapters, their gradients and AdamW moments.
 
-// Frozen dtypes SetFrozenDType takes.
+// The weight dtypes SetFrozenDType and SetSampleDType take.
 const (
-	FrozenFloat32  = "float32"
-	FrozenBFloat16 = "bfloat16"
+	WeightsFloat32  = "float32"
+	WeightsBFloat16 = "bfloat16"
 )
 
 // frozenBF16 is a base held partly in bfloat16: the matrix weights (specs,
@@ -55,7 +55,7 @@ func heldInBF16(family, name string) bool {
 }
 
 // SetFrozenDType chooses how the frozen base of a model with LoRA adapters
-// is held: FrozenFloat32 (the default) or FrozenBFloat16, the base's matrix
+// is held: WeightsFloat32 (the default) or WeightsBFloat16, the base's matrix
 // weights rounded once to bfloat16 and kept as such (see above). Rounding
 // cannot be undone: setting float32 afterwards is refused. It needs LoRA
 // adapters (call it after AddLoRA or LoadAdapters: a fully fine-tuned model
@@ -65,13 +65,13 @@ func heldInBF16(family, name string) bool {
 // Save writes the base as held, its bfloat16 values widened exactly.
 func (m *Model) SetFrozenDType(dtype string) error {
 	switch {
-	case dtype == FrozenFloat32 || dtype == "":
+	case dtype == WeightsFloat32 || dtype == "":
 		if m.frozen != nil {
 			return fmt.Errorf("model: frozen dtype float32: the base weights were rounded to bfloat16 already")
 		}
 		return nil
-	case dtype != FrozenBFloat16:
-		return fmt.Errorf("model: frozen dtype %q: want %q or %q", dtype, FrozenFloat32, FrozenBFloat16)
+	case dtype != WeightsBFloat16:
+		return fmt.Errorf("model: frozen dtype %q: want %q or %q", dtype, WeightsFloat32, WeightsBFloat16)
 	case m.frozen != nil:
 		return nil
 	case m.lora == nil || m.baseOf != nil:
@@ -110,13 +110,13 @@ func (m *Model) SetFrozenDType(dtype string) error {
 	return nil
 }
 
-// FrozenDType is how the model's frozen base is held: FrozenFloat32 or
-// FrozenBFloat16 (SetFrozenDType).
+// FrozenDType is how the model's frozen base is held: WeightsFloat32 or
+// WeightsBFloat16 (SetFrozenDType).
 func (m *Model) FrozenDType() string {
 	if m.owner().frozen != nil {
-		return FrozenBFloat16
+		return WeightsBFloat16
 	}
-	return FrozenFloat32
+	return WeightsFloat32
 }
 
 // WeightBytes is the memory the model's parameters take as held: its base

@@ -52,7 +52,7 @@ func loraPair(t *testing.T, name string, targets []string) (bf, ref *Model, roun
 		}
 		randomizeB(m, 9)
 		if i == 0 {
-			if err := m.SetFrozenDType(FrozenBFloat16); err != nil {
+			if err := m.SetFrozenDType(WeightsBFloat16); err != nil {
 				t.Fatal(err)
 			}
 			bf = m
@@ -88,7 +88,7 @@ func TestFrozenBF16MatchesRoundedBase(t *testing.T) {
 	for _, c := range loraCases {
 		t.Run(c.model+"/"+strings.Join(c.targets, ","), func(t *testing.T) {
 			bf, ref, rounded := loraPair(t, c.model, c.targets)
-			if bf.FrozenDType() != FrozenBFloat16 || ref.FrozenDType() != FrozenFloat32 || bf.Base().FrozenDType() != FrozenBFloat16 {
+			if bf.FrozenDType() != WeightsBFloat16 || ref.FrozenDType() != WeightsFloat32 || bf.Base().FrozenDType() != WeightsBFloat16 {
 				t.Fatalf("FrozenDType: %s and %s (base %s)", bf.FrozenDType(), ref.FrozenDType(), bf.Base().FrozenDType())
 			}
 			if saved := ref.WeightBytes() - bf.WeightBytes(); rounded == 0 || saved != 2*int64(rounded) {
@@ -179,10 +179,10 @@ func TestFrozenDTypeRefused(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"no adapters", plain.SetFrozenDType(FrozenBFloat16), "needs a model with LoRA adapters"},
-		{"graph engine", graph.SetFrozenDType(FrozenBFloat16), "native engine"},
+		{"no adapters", plain.SetFrozenDType(WeightsBFloat16), "needs a model with LoRA adapters"},
+		{"graph engine", graph.SetFrozenDType(WeightsBFloat16), "native engine"},
 		{"unknown dtype", bf.SetFrozenDType("float16"), `"float16"`},
-		{"back to float32", bf.SetFrozenDType(FrozenFloat32), "rounded to bfloat16 already"},
+		{"back to float32", bf.SetFrozenDType(WeightsFloat32), "rounded to bfloat16 already"},
 		{"merge", bf.MergeLoRA(), "bfloat16"},
 		{"clone", mergeErr, ""},
 	} {

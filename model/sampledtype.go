@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 
+	"github.com/hacrl/hacrl/internal/kernel"
 	"github.com/hacrl/hacrl/safetensors"
 )
 
@@ -19,16 +20,16 @@ import (
 // (Sample.LogProbs) differ from those by the gap bfloat16 rounding opens.
 // The copy costs 2 bytes per weight on top of the float32 ones.
 
-// SetSampleDType chooses the weights Generate samples with: FrozenFloat32
-// (the default: the model's own) or FrozenBFloat16 (a bfloat16 copy, see
+// SetSampleDType chooses the weights Generate samples with: WeightsFloat32
+// (the default: the model's own) or WeightsBFloat16 (a bfloat16 copy, see
 // above). It needs the native engine.
 func (m *Model) SetSampleDType(dtype string) error {
 	switch {
-	case dtype == FrozenFloat32 || dtype == "":
+	case dtype == WeightsFloat32 || dtype == "":
 		m.sampleBF16 = false
 		return nil
-	case dtype != FrozenBFloat16:
-		return fmt.Errorf("model: sample dtype %q: want %q or %q", dtype, FrozenFloat32, FrozenBFloat16)
+	case dtype != WeightsBFloat16:
+		return fmt.Errorf("model: sample dtype %q: want %q or %q", dtype, WeightsFloat32, WeightsBFloat16)
 	case !m.native():
 		return fmt.Errorf("model: sample dtype bfloat16 runs on the native engine (engine native, or auto on the Go backend)")
 	}
@@ -40,9 +41,9 @@ func (m *Model) SetSampleDType(dtype string) error {
 // (SetSampleDType).
 func (m *Model) SampleDType() string {
 	if m.sampleBF16 {
-		return FrozenBFloat16
+		return WeightsBFloat16
 	}
-	return FrozenFloat32
+	return WeightsFloat32
 }
 
 // samplingDecoder is decoder for the sampler: the model's decoder or, with
@@ -73,9 +74,11 @@ func (dec *decoder) withBF16Weights() *decoder {
 			return // bfloat16 already (a frozen base)
 		}
 		wb := make([]uint16, len(p.w))
-		for i, x := range p.w {
-			wb[i] = safetensors.Float32ToBFloat16(x)
-		}
+		kernel.Parallel(len(wb), 1<<16, func(lo, hi int) {
+			for i, x := range p.w[lo:hi] {
+				wb[lo+i] = safetensors.Float32ToBFloat16(x)
+			}
+		})
 		p.w, p.wb, p.packed = nil, wb, nil
 	}
 	for i := range c.layers {

@@ -42,7 +42,7 @@ func TestSampleBF16MatchesRoundedWeights(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := m.SetSampleDType(FrozenBFloat16); err != nil {
+			if err := m.SetSampleDType(WeightsBFloat16); err != nil {
 				t.Fatal(err)
 			}
 			tr, err := NewTrainer(m, OptimizerConfig{LearningRate: 1e-2})
@@ -58,7 +58,7 @@ func TestSampleBF16MatchesRoundedWeights(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := rounded.SetSampleDType(FrozenFloat32); err != nil {
+				if err := rounded.SetSampleDType(WeightsFloat32); err != nil {
 					t.Fatal(err)
 				}
 				roundWeights(rounded)
@@ -127,7 +127,7 @@ func TestSampleBF16MatchesRoundedWeights(t *testing.T) {
 func TestSampleDTypeRefused(t *testing.T) {
 	m := newTiny(t, "llama-gqa", 7)
 	m.SetEngine(EngineGraph)
-	if err := m.SetSampleDType(FrozenBFloat16); err == nil {
+	if err := m.SetSampleDType(WeightsBFloat16); err == nil {
 		t.Error("bfloat16 sampling on the graph engine: no error")
 	}
 	m.SetEngine(EngineNative)

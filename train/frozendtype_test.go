@@ -24,9 +24,9 @@ func TestFrozenDTypeReachesAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, a := range run.Agents() {
-		want := model.FrozenFloat32
+		want := model.WeightsFloat32
 		if i == 1 {
-			want = model.FrozenBFloat16
+			want = model.WeightsBFloat16
 		}
 		if got := a.Model.FrozenDType(); got != want {
 			t.Errorf("%s: frozen dtype %s, want %s", a.Name, got, want)
@@ -44,7 +44,7 @@ func TestFrozenDTypeReachesAgent(t *testing.T) {
 	if err := m.LoadAdapters(filepath.Join(cfg.Out, "final", a.Name)); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.SetFrozenDType(model.FrozenBFloat16); err != nil {
+	if err := m.SetFrozenDType(model.WeightsBFloat16); err != nil {
 		t.Fatal(err)
 	}
 	if m.WeightBytes() >= full {
@@ -69,9 +69,9 @@ func TestSampleDTypeReachesAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, a := range run.Agents() {
-		want := model.FrozenFloat32
+		want := model.WeightsFloat32
 		if i == 2 {
-			want = model.FrozenBFloat16
+			want = model.WeightsBFloat16
 		}
 		if got := a.Model.SampleDType(); got != want {
 			t.Errorf("%s: sample dtype %s, want %s", a.Name, got, want)

@@ -181,7 +181,7 @@ func (r *Run) sampleOwn(ctx context.Context, step int, problems []task.Problem, 
 		v["tokens_per_s/sample"] = float64(tokens) / math.Max(sampleTime, 1e-9)
 		// The log-probs the samples were drawn with, to set against the
 		// old log-probs below: a server's, or bfloat16 weights'.
-		if weightVersionMetrics(a, samples, v) || a.Model.SampleDType() == model.FrozenBFloat16 {
+		if weightVersionMetrics(a, samples, v) || a.Model.SampleDType() == model.WeightsBFloat16 {
 			for _, s := range samples {
 				served[j] = append(served[j], s.LogProbs)
 			}

@@ -62,8 +62,10 @@ reported beside params (the base model's). --weights-dtype bfloat16 holds
 the weights the products read in bfloat16 (rounded to nearest even, widened
 in the products): with --lora-rank, the frozen base (training and sampling;
 model.SetFrozenDType), else a copy the sampler reads, made again after each
-update (model.SetSampleDType), so that decode_weight_gb_per_s counts 2 bytes
-per such weight and batch-1 decoding can be set against mem_read_gb_per_s.
+update (model.SetSampleDType, made before the timed runs: sample_copy_ms), so
+that decode_weight_gb_per_s counts 2 bytes per such weight
+(decode_weight_bytes) and batch-1 decoding can be set against
+mem_read_gb_per_s.
 Prints one JSON line.
 bench/torch/bench.py takes the same flags and prints the same fields;
 bench/compare.sh runs both.`,
@@ -143,7 +145,7 @@ bench/compare.sh runs both.`,
 			if err != nil {
 				return err
 			}
-			if weightsDType != model.FrozenFloat32 && weightsDType != model.FrozenBFloat16 {
+			if weightsDType != model.WeightsFloat32 && weightsDType != model.WeightsBFloat16 {
 				return usage("--weights-dtype %q: want float32 or bfloat16", weightsDType)
 			}
 			res, err := benchEngine(cmd.Context(), b, cfg, eng, dt, weightsDType, lora, seq, batch, steps, warmup, sampleBatch, samplePrompt, sampleTokens, sampleRuns, seed)
@@ -196,7 +198,7 @@ bench/compare.sh runs both.`,
 	f.IntVar(&loraRank, "lora-rank", 0, "train LoRA adapters of this rank on a frozen base; 0: full fine-tuning")
 	f.Float64Var(&loraAlpha, "lora-alpha", 0, "LoRA alpha (the adapters' output is scaled by alpha/rank); default 2·rank")
 	f.StringVar(&loraTargets, "lora-targets", model.AllLinear, "comma-separated modules given adapters (q_proj,v_proj,…, c_attn for gpt) or all-linear")
-	f.StringVar(&weightsDType, "weights-dtype", model.FrozenFloat32, "float32, or bfloat16: the product weights held in bfloat16 (with --lora-rank the frozen base, else a copy for sampling)")
+	f.StringVar(&weightsDType, "weights-dtype", model.WeightsFloat32, "float32, or bfloat16: the product weights held in bfloat16 (with --lora-rank the frozen base, else a copy for sampling)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole measurement to this file (go tool pprof)")
 	return cmd
 }
@@ -218,7 +220,7 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 			return nil, usage("--lora-targets %q: %v", strings.Join(lora.Targets, ","), err)
 		}
 	}
-	if weightsDType == model.FrozenBFloat16 {
+	if weightsDType == model.WeightsBFloat16 {
 		set, flag := m.SetSampleDType, "--weights-dtype bfloat16"
 		if lora != nil {
 			set = m.SetFrozenDType
@@ -287,6 +289,16 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 		}
 	}
 	opt := model.SampleOptions{MaxNewTokens: sampleTokens, Temperature: 1, TopP: 1}
+	// With bfloat16 weights for sampling, the copy is made before the timed
+	// runs (once per update in training): DecodeWeightBytes makes it.
+	sampleRead, copyS := decodeWeightBytes(m.Config(), m.NumParams()), 0.0
+	if weightsDType == model.WeightsBFloat16 {
+		t := time.Now()
+		if sampleRead, err = m.DecodeWeightBytes(); err != nil {
+			return nil, err
+		}
+		copyS = time.Since(t).Seconds()
+	}
 	if warmup > 0 {
 		if _, err := m.Generate(ctx, prompts, opt, rng); err != nil {
 			return nil, err
@@ -309,12 +321,6 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 	sampleS := time.Since(t0).Seconds()
 	c := m.Config()
 	read := decodeWeightBytes(c, m.NumParams())
-	sampleRead := read
-	if weightsDType == model.FrozenBFloat16 {
-		if sampleRead, err = m.DecodeWeightBytes(); err != nil {
-			return nil, err
-		}
-	}
 	res := map[string]any{
 		"engine": "hacrl-" + m.EngineName(), "family": c.Family, "params": m.NumParams(), "dim": c.Dim, "layers": c.Layers,
 		"heads": c.Heads, "kv_heads": c.KVHeads, "hidden": c.Hidden, "vocab": c.Vocab, "seq": seq, "batch": batch,
@@ -330,6 +336,7 @@ func benchEngine(ctx context.Context, b compute.Backend, cfg model.Config, engin
 		"decode_weight_gb_per_s": round(float64(sampleRead)*float64(forwards)/sampleS/1e9, 2),
 		"decode_weight_bytes":    sampleRead,
 		"weights_dtype":          weightsDType,
+		"sample_copy_ms":         round(1000*copyS, 1),
 		"trainable_params":       m.NumTrainable(),
 		"lora_rank":              0,
 	}

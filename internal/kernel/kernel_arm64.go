@@ -35,8 +35,9 @@ var neonBuffers = sync.Pool{New: func() any { return new([]float32) }}
 // of neonCols columns, each in passes over blocks of neonKBlock steps of
 // k. A pass reads the weights of each 16-column panel from w's rows in
 // place (a product of fewer than packMinRows rows with w [k,n]), from
-// Pack's panels, or from panels it copies them into (w [n,k], tall
-// products, a last panel narrower than 16, zero-padded); six rows of x at
+// Pack's panels, or from panels it copies them into (w [n,k] transposed
+// four steps of 16 rows at a time in registers, tall products, a last
+// panel narrower than 16, zero-padded); six rows of x at
 // a time run on tile6x16, the m mod 6 rows past them one at a time on
 // tile1x64 and tile1x16. Each output element is its initial value plus
 // one fused multiply-add per step in k order, its partial sum passing
@@ -105,9 +106,17 @@ func (p product) neonCols(lo, hi int, bufp *[]float32) {
 				clear(panel)
 			}
 			if p.wt {
+				from := 0
+				if width == 16 && kc >= 4 {
+					// Four steps at a time in registers, the rest (kc mod 4
+					// steps) one element at a time below.
+					from = kc / 4 * 4
+					_ = p.w[(c+15)*p.k+k0+from-1]
+					transpose16(from, &p.w[c*p.k+k0], uintptr(p.k)*4, &panel[0])
+				}
 				for col := range width {
-					for q, v := range p.w[(c+col)*p.k+k0 : (c+col)*p.k+k0+kc] {
-						panel[q*16+col] = v
+					for q, v := range p.w[(c+col)*p.k+k0+from : (c+col)*p.k+k0+kc] {
+						panel[(from+q)*16+col] = v
 					}
 				}
 			} else {
@@ -221,6 +230,12 @@ func tile1x64(k int, x *float32, xstep uintptr, w *float32, wstride, pstride uin
 //
 //go:noescape
 func tile1x16(k int, x *float32, xstep uintptr, w *float32, wstride uintptr, init *float32, out *float32)
+
+// transpose16 sets dst[q·16+c] = w[c·wstride bytes + q] for the 16 rows c
+// of w and q < k, k a multiple of 4 (tile_arm64.s).
+//
+//go:noescape
+func transpose16(k int, w *float32, wstride uintptr, dst *float32)
 
 // axpy4 adds a·x to y over n elements, n a multiple of 16 (tile_arm64.s).
 //

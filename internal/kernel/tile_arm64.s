@@ -270,3 +270,55 @@ loopadd:
 
 doneadd:
 	RET
+
+// func transpose16(k int, w *float32, wstride uintptr, dst *float32)
+//
+// dst[q·16+c] = w[c·wstride bytes + q] for the 16 rows c of w and q < k,
+// k a multiple of 4: four rows at a time, four steps of each loaded and
+// transposed in registers (TRN1 and TRN2 on lanes, then on halves), each
+// step's four values stored into its 16-float row of dst.
+TEXT ·transpose16(SB), NOSPLIT, $0-32
+	MOVD k+0(FP), R0
+	MOVD w+8(FP), R1
+	MOVD wstride+16(FP), R2
+	MOVD dst+24(FP), R3
+	LSR  $2, R0
+	CBZ  R0, donetr
+	MOVD $64, R9
+	MOVD $4, R8
+
+group:
+	MOVD R1, R10
+	ADD  R2, R10, R11
+	ADD  R2, R11, R12
+	ADD  R2, R12, R13
+	MOVD R3, R14
+	MOVD R0, R15
+
+steps:
+	VLD1.P 16(R10), [V0.S4]
+	VLD1.P 16(R11), [V1.S4]
+	VLD1.P 16(R12), [V2.S4]
+	VLD1.P 16(R13), [V3.S4]
+	VTRN1  V1.S4, V0.S4, V4.S4   // r0[0] r1[0] r0[2] r1[2]
+	VTRN2  V1.S4, V0.S4, V5.S4   // r0[1] r1[1] r0[3] r1[3]
+	VTRN1  V3.S4, V2.S4, V6.S4   // r2[0] r3[0] r2[2] r3[2]
+	VTRN2  V3.S4, V2.S4, V7.S4   // r2[1] r3[1] r2[3] r3[3]
+	VTRN1  V6.D2, V4.D2, V16.D2  // step 0 of the four rows
+	VTRN1  V7.D2, V5.D2, V17.D2  // step 1
+	VTRN2  V6.D2, V4.D2, V18.D2  // step 2
+	VTRN2  V7.D2, V5.D2, V19.D2  // step 3
+	VST1.P [V16.S4], (R14)(R9)
+	VST1.P [V17.S4], (R14)(R9)
+	VST1.P [V18.S4], (R14)(R9)
+	VST1.P [V19.S4], (R14)(R9)
+	SUBS   $1, R15
+	BNE    steps
+
+	ADD  R2<<2, R1
+	ADD  $16, R3
+	SUBS $1, R8
+	BNE  group
+
+donetr:
+	RET

@@ -54,7 +54,7 @@ func MatMulBF16Serial(out, x []float32, w []uint16, bias []float32, m, k, n int)
 // for i < len(src).
 func WidenBF16(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
-	if simdWiden != nil && simdProduct != nil {
+	if simdWiden != nil {
 		simdWiden(dst, src)
 		return
 	}
@@ -65,12 +65,11 @@ func WidenBF16(dst []float32, src []uint16) {
 
 // simdBF16Cols, where the build and CPU allow, computes output columns
 // [lo,hi) of a bfloat16 x·wᵀ of fewer than bf16TallRows rows with vector
-// instructions; it runs when the vector products do.
+// instructions (installed with the avx2 path).
 var simdBF16Cols func(p bf16Product, lo, hi int)
 
-// simdWiden is the vector form of WidenBF16 where the build and CPU have
-// one; it runs when the vector products do (the path in use is not the
-// portable one).
+// simdWiden is the vector form of WidenBF16 (installed with the avx2
+// path).
 var simdWiden func(dst []float32, src []uint16)
 
 // bf16Product is out [m,n] = x·w (+ bias) for bfloat16 w: [n,k] when wt
@@ -115,7 +114,7 @@ func (p bf16Product) run(name string, parallel bool) {
 		}
 		return
 	}
-	if simdBF16Cols != nil && simdProduct != nil && p.wt && p.k > 0 {
+	if simdBF16Cols != nil && p.wt && p.k > 0 {
 		// Few rows on the vector path: the columns in blocks of 64, split
 		// between the workers.
 		blocks := (p.n + 63) / 64

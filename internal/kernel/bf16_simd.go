@@ -7,15 +7,6 @@ import (
 	"unsafe"
 )
 
-// The vector widening and products, where the CPU has AVX2 and FMA (they
-// run while the vector products are installed: see WidenBF16).
-var _ = func() bool {
-	if archsimd.X86.AVX2() && archsimd.X86.FMA() {
-		simdWiden, simdBF16Cols = widenAVX2, bf16ColsAVX2
-	}
-	return true
-}()
-
 func widenAVX2(dst []float32, src []uint16) {
 	widenVec(dst, src)
 	archsimd.ClearAVXUpperBits()

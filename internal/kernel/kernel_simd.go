@@ -39,6 +39,7 @@ func installAVX2() {
 	simdAdamW = adamWAVX2
 	simdMax, simdScale, simdCausalSoftmax = maxAVX2, scaleAVX2, causalSoftmaxAVX2
 	simdExpScaled, simdIndexAtLeast, simdFirstAtLeast = expScaledAVX2, indexAtLeastAVX2, firstAtLeastAVX2
+	simdWiden, simdBF16Cols = widenAVX2, bf16ColsAVX2
 }
 
 // productAVX2 computes output columns [lo,hi) of a product: tall products,

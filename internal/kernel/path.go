@@ -51,6 +51,7 @@ func installPortable() {
 	simdNormSquares, simdNormScale, simdNormBackward, simdMulAdd, simdSum = nil, nil, nil, nil, nil
 	simdAdamW = nil
 	simdExpScaled, simdIndexAtLeast, simdFirstAtLeast = nil, nil, nil
+	simdWiden, simdBF16Cols = nil, nil
 }
 
 // EnvVar is the environment variable that chooses a kernel path for the

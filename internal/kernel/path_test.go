@@ -37,7 +37,8 @@ func TestEveryPath(t *testing.T) {
 		"GELUBackward": TestGELUBackward, "SiLUMul": TestSiLUMul, "SiLUMulBackward": TestSiLUMulBackward, "Softmax": TestSoftmax,
 		"CausalSoftmax": TestCausalSoftmax, "LogSumExp": TestLogSumExp, "MaxScale": TestMaxScale,
 		"NormAndBackward": TestNormAndBackward, "SumMulAdd": TestSumMulAdd, "AdamW": TestAdamW, "Transpose": TestTranspose,
-		"ExpScaled": TestExpScaled, "IndexAtLeast": TestIndexAtLeast,
+		"ExpScaled": TestExpScaled, "IndexAtLeast": TestIndexAtLeast, "WidenBF16": TestWidenBF16,
+		"MatMulBF16MatchesFloat32": TestMatMulBF16MatchesFloat32, "MatMulBF16IndependentOfCores": TestMatMulBF16IndependentOfCores,
 	}
 	def := Path()
 	for _, name := range Paths() {

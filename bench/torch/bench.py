@@ -8,7 +8,11 @@ tokens) and sample_tokens_per_s (temperature-1 sampling with a KV cache).
 or qwen3; bench/configs has the published ones), `--layers` then overriding
 only its depth. `--lora-rank N` trains LoRA adapters (written out in
 model.py, as PEFT applies them) on a frozen base instead of the whole model.
-`--check` instead runs a self-check on tiny models and exits
+`--dtype bfloat16` runs the forward passes of training and sampling under
+torch.autocast("cpu", dtype=torch.bfloat16) over float32 master weights,
+as a PyTorch user runs mixed precision on a CPU. The JSON names the torch
+build, its thread settings and whether oneDNN (and its native bf16) and MKL
+are in use. `--check` instead runs a self-check on tiny models and exits
 non-zero on failure.
 """
 
@@ -50,6 +54,8 @@ def parse_args(argv):
                    help="LoRA alpha (the adapters' output is scaled by alpha/rank); default 2*rank")
     p.add_argument("--lora-targets", default="all-linear",
                    help="comma-separated modules given adapters (q_proj,v_proj,..., c_attn for gpt) or all-linear")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="bfloat16: forward passes under torch.autocast(cpu, bfloat16) over float32 weights")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--check", action="store_true", help="run the self-check instead of the benchmark")
@@ -162,19 +168,20 @@ def benchmark(args, torch, model):
     # final_loss (after warmup + steps updates) is comparable across engines.
     tokens = torch.randint(cfg.vocab, (args.batch, args.seq), generator=gen)
 
+    bf16 = args.dtype == "bfloat16"
     for _ in range(args.warmup):
-        model.train_step(net, opt, tokens)
+        model.train_step(net, opt, tokens, bf16)
     start = time.perf_counter()
     for _ in range(args.steps):
-        loss = model.train_step(net, opt, tokens)
+        loss = model.train_step(net, opt, tokens, bf16)
     train_s = time.perf_counter() - start
 
     prompt = torch.randint(cfg.vocab, (args.sample_batch, args.sample_prompt), generator=gen)
     if args.warmup > 0:
-        model.sample(net, prompt, args.sample_tokens, gen)
+        model.sample(net, prompt, args.sample_tokens, gen, bf16=bf16)
     start = time.perf_counter()
     for _ in range(args.sample_runs):
-        model.sample(net, prompt, args.sample_tokens, gen)
+        model.sample(net, prompt, args.sample_tokens, gen, bf16=bf16)
     sample_s = (time.perf_counter() - start) / args.sample_runs
     params = model.base_params(net)
 
@@ -205,14 +212,42 @@ def benchmark(args, torch, model):
         # One forward pass per new token (the prompt's prefill, then each
         # token fed back), each reading every weight it uses once.
         "decode_weight_gb_per_s": round(decode_weight_bytes(cfg, params) * args.sample_tokens / sample_s / 1e9, 2),
-        "torch_version": torch.__version__,
-        "threads": torch.get_num_threads(),
+        "dtype": args.dtype,
+        **torch_info(torch),
         "trainable_params": sum(p.numel() for p in model.trainable(net)),
         "lora_rank": args.lora_rank,
     }
     if args.lora_rank:
         res.update(lora_alpha=args.lora_alpha, lora_targets=args.lora_targets)
     return res
+
+
+def torch_info(torch):
+    """Short fields naming the torch build and how it runs on this CPU."""
+    backend = [l.split(":", 1)[1].strip() for l in torch.__config__.parallel_info().splitlines()
+               if l.startswith("ATen parallel backend")]
+    return {
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "interop_threads": torch.get_num_interop_threads(),
+        "parallel_backend": backend[0] if backend else "",
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # the ATen kernels' ISA: AVX2, AVX512, ...
+        "mkl": torch.backends.mkl.is_available(),
+        "mkldnn": torch.backends.mkldnn.is_available(),
+        # oneDNN's bf16 products run natively (AVX512_BF16, AMX); otherwise converted to float32.
+        "mkldnn_bf16": bool(torch.ops.mkldnn._is_mkldnn_bf16_supported()),
+    }
+
+
+def check_threads(torch, threads):
+    """An error message unless torch, OpenMP and MKL all run threads threads, or None."""
+    got = {"torch.get_num_threads()": torch.get_num_threads()}
+    for line in torch.__config__.parallel_info().splitlines():
+        name, _, value = line.strip().partition(" : ")
+        if name in ("omp_get_max_threads()", "mkl_get_max_threads()") and value.isdigit():
+            got[name] = int(value)
+    wrong = {k: v for k, v in got.items() if v != threads}
+    return f"--threads {threads} not honoured: {wrong}" if wrong else None
 
 
 def build_or_exit(model, cfg, seed):
@@ -347,7 +382,59 @@ def self_check(torch, model):
         expect(bool(((out >= 0) & (out < cfg.vocab)).all()), f"{name}: sampled token outside [0, {cfg.vocab})")
 
         lora_check(torch, model, cfg, name, expect)
+        bf16_check(torch, model, cfg, name, expect)
     return failures
+
+
+# bfloat16 keeps 8 significant bits (spacing 2^-8 = 0.0039 just below 1). On the
+# tiny models autocast moves the loss (about ln V) by 2e-5 to 1.3e-4 and the
+# logits (|logit| < 1.1) by at most 0.0064 from float32's; the tolerances are
+# a few times that, and a run that ignores --dtype differs by exactly 0 (the
+# loss) or by float32's rounding, under 1e-5 (the sampled logits, whose
+# shapes differ from the full forward's), against autocast's 0.0019 or more.
+BF16_LOSS_TOL = 0.005
+BF16_LOGIT_TOL = 0.02
+BF16_MOVED = 1e-4
+
+
+def bf16_check(torch, model, cfg, name, expect):
+    """--dtype bfloat16 on cfg's model: autocast runs the products in bfloat16 over float32
+    weights, the loss stays that of float32 within bfloat16's precision and falls, and
+    KV-cached sampling under autocast matches one uncached autocast forward."""
+    what = f"{name} bf16"
+    net = model.build(cfg, seed=3)
+    gen = torch.Generator().manual_seed(5)
+    tokens = torch.randint(cfg.vocab, (3, 8), generator=gen)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = net(tokens)
+        expect(logits.dtype == torch.bfloat16, f"{what}: autocast logits are {logits.dtype}, want torch.bfloat16")
+        f32 = float(model.next_token_loss(net, tokens))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            b16 = float(model.next_token_loss(net, tokens))
+    expect(b16 != f32 and abs(b16 - f32) < BF16_LOSS_TOL,
+           f"{what}: loss {b16:.6f} against float32's {f32:.6f}: want a difference in (0, {BF16_LOSS_TOL})")
+    opt = model.new_optimizer(net)
+    losses = [float(model.train_step(net, opt, tokens, bf16=True)) for _ in range(8)]
+    expect(losses[0] != f32 and abs(losses[0] - f32) < BF16_LOSS_TOL,
+           f"{what}: first training loss {losses[0]:.6f} against float32's {f32:.6f}: want a difference in (0, {BF16_LOSS_TOL})")
+    expect(losses[-1] < losses[0], f"{what}: loss did not fall on a repeated batch: {losses}")
+    kinds = {p.dtype for p in net.parameters()} | {s.dtype for st in opt.state.values() for s in st.values() if s.dim()}
+    expect(kinds == {torch.float32}, f"{what}: weights or AdamW moments in {kinds}, want float32 master copies")
+
+    prompt = torch.randint(cfg.vocab, (4, 1), generator=gen)
+    out, cached = model.sample(net, prompt, 10, gen, record_logits=True, bf16=True)
+    seq = torch.cat((prompt, out[:, :-1]), dim=1)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            full = net(seq).float()
+        ref = net(seq)
+    diff, off = (cached - full).abs().max().item(), (cached - ref).abs().max().item()
+    expect(cached.dtype == torch.float32 and diff < BF16_LOGIT_TOL,
+           f"{what}: cached sampling logits ({cached.dtype}) differ from the uncached autocast forward by {diff:.3g}")
+    expect(BF16_MOVED < off < BF16_LOGIT_TOL,
+           f"{what}: cached sampling logits differ from the float32 forward by {off:.3g}: "
+           f"want ({BF16_MOVED}, {BF16_LOGIT_TOL}), bfloat16's rounding")
 
 
 def lora_check(torch, model, cfg, name, expect):
@@ -396,6 +483,7 @@ def main(argv=None):
     # cores and a training step can take 2-20x longer. Passive waiting avoids that.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     os.environ["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    os.environ["MKL_NUM_THREADS"] = str(args.threads)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
 
@@ -403,6 +491,8 @@ def main(argv=None):
     import model
 
     torch.set_num_threads(args.threads)
+    if err := check_threads(torch, args.threads):
+        sys.exit(f"bench.py: {err}")
     if args.check:
         failures = self_check(torch, model)
         for f in failures:

@@ -12,6 +12,10 @@ global-norm clipping at 1, next-token cross-entropy over all B×T tokens of
 one random batch. Sampling is transformers' generate, at temperature 1
 without top-k, exactly --sample-tokens new tokens per row, with the model's
 weights cast to bfloat16 for --dtype bfloat16 (how inference is run).
+--lora-rank N trains PEFT's LoRA adapters (rank N, alpha --lora-alpha,
+default 2N, on --lora-targets, default all-linear) on the frozen base
+instead of the whole model. --threads N sets torch's (and OpenMP's and
+MKL's) threads; 0 leaves torch's default.
 Prints one JSON object: tokens/s of each, the peak memory PyTorch allocated
 on a GPU (torch.cuda.max_memory_allocated) and the process's peak resident
 memory, and the peak its caching allocator reserved (max_memory_reserved,
@@ -21,6 +25,7 @@ the config file: no network.
 
 import argparse
 import json
+import os
 import resource
 import sys
 import time
@@ -41,13 +46,36 @@ def parse(argv):
     p.add_argument("--sample-tokens", type=int, default=128)
     p.add_argument("--sample-runs", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
-    return p.parse_args(argv)
+    p.add_argument("--threads", type=int, default=0, help="torch threads; 0: torch's default")
+    p.add_argument("--lora-rank", type=int, default=0, help="train PEFT LoRA adapters of this rank; 0: full fine-tuning")
+    p.add_argument("--lora-alpha", type=float, default=None, help="LoRA alpha; default 2*rank")
+    p.add_argument("--lora-targets", default="all-linear", help="comma-separated module names, or all-linear")
+    args = p.parse_args(argv)
+    if args.threads < 0 or args.lora_rank < 0:
+        p.error(f"--threads and --lora-rank: want >= 0, got {args.threads} and {args.lora_rank}")
+    if args.lora_alpha is not None and (args.lora_rank == 0 or not args.lora_alpha > 0):
+        p.error(f"--lora-alpha {args.lora_alpha}: want > 0, with --lora-rank > 0")
+    if args.lora_alpha is None:
+        args.lora_alpha = 2 * args.lora_rank
+    targets = [t.strip() for t in args.lora_targets.split(",") if t.strip()]
+    if args.lora_rank and not targets:
+        p.error("--lora-targets: empty, want module names (q_proj, ...) or all-linear")
+    args.lora_targets = "all-linear" if targets == ["all-linear"] else targets
+    return args
 
 
 def main(argv):
     args = parse(argv)
+    if args.threads:
+        # Read when torch loads; passive waiting as bench.py (see its README).
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import torch
     import transformers
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     torch.manual_seed(args.seed)
     cfg = transformers.AutoConfig.from_pretrained(args.config)
@@ -60,12 +88,19 @@ def main(argv):
     with dev:  # initialized where it runs: a minute less for 1B parameters on a GPU
         model = transformers.AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa", dtype=torch.float32)
     params = sum(p.numel() for p in model.parameters())
+    if args.lora_rank:
+        import peft
+
+        lora = peft.LoraConfig(r=args.lora_rank, lora_alpha=args.lora_alpha, target_modules=args.lora_targets,
+                               lora_dropout=0.0, bias="none")
+        model = peft.get_peft_model(model, lora)
+    trainable = [p for p in model.parameters() if p.requires_grad]
 
     def sync():
         if cuda:
             torch.cuda.synchronize()
 
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, fused=cuda)
+    opt = torch.optim.AdamW(trainable, lr=1e-3, weight_decay=0.01, fused=cuda)
     gen = torch.Generator(device="cpu").manual_seed(args.seed + 1)
     tokens = torch.randint(cfg.vocab_size, (args.batch, args.seq), generator=gen).to(dev)
 
@@ -74,7 +109,7 @@ def main(argv):
             logits = model(input_ids=tokens).logits
         loss = torch.nn.functional.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         return loss.detach()
@@ -120,7 +155,11 @@ def main(argv):
         "transformers": transformers.__version__,
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "dtype": args.dtype,
+        "torch_version": torch.__version__,
+        "threads": torch.get_num_threads(),
         "params": params,
+        "trainable_params": sum(p.numel() for p in trainable),
+        "lora_rank": args.lora_rank,
         "layers": cfg.num_hidden_layers,
         "seq": args.seq,
         "batch": args.batch,
@@ -139,6 +178,9 @@ def main(argv):
         "reserved_gpu_sample_mb": round(torch.cuda.max_memory_reserved() / 2**20) if cuda else 0,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
+    if args.lora_rank:
+        res.update(lora_alpha=args.lora_alpha,
+                   lora_targets=[args.lora_targets] if isinstance(args.lora_targets, str) else args.lora_targets)
     print(json.dumps(res))
 
 

@@ -6,8 +6,9 @@ scaling); hf_logprobs.py builds one from a checkpoint directory.
 
 The math mirrors hacrl's Go engine (package model) so that the two can be
 timed against each other: same layers, same normalisation, same attention,
-same training step and the same KV-cache sampling loop. Everything is
-float32 on the CPU.
+same training step and the same KV-cache sampling loop. Weights are
+float32 on the CPU; train_step and sample take bf16=True to run their
+forward passes under torch.autocast("cpu", dtype=torch.bfloat16).
 """
 
 import math
@@ -418,8 +419,9 @@ def trainable(model):
 
 
 def next_token_loss(model, tokens):
-    """Mean cross-entropy of predicting tokens[:, 1:] from tokens[:, :-1]."""
-    logits = model(tokens)
+    """Mean cross-entropy of predicting tokens[:, 1:] from tokens[:, :-1], in float32
+    (bfloat16 logits under autocast are widened first, as transformers' loss does)."""
+    logits = model(tokens).float()
     v = logits.shape[-1]
     return F.cross_entropy(logits[:, :-1].reshape(-1, v), tokens[:, 1:].reshape(-1))
 
@@ -436,9 +438,15 @@ def new_optimizer(model):
     return torch.optim.AdamW(groups, lr=1e-3, betas=(0.9, 0.999), eps=1e-8)
 
 
-def train_step(model, opt, tokens):
-    """Forward, backward, global grad-norm clip 1.0, AdamW step, zero_grad. Returns the loss tensor."""
-    loss = next_token_loss(model, tokens)
+def train_step(model, opt, tokens, bf16=False):
+    """Forward, backward, global grad-norm clip 1.0, AdamW step, zero_grad. Returns the loss tensor.
+
+    With bf16 the forward pass runs under torch.autocast(cpu, bfloat16): products in
+    bfloat16, the float32 weights, gradients and AdamW state as they are (mixed precision).
+    The backward pass runs outside it, in the dtypes autocast chose, as PyTorch advises.
+    """
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = next_token_loss(model, tokens)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(trainable(model), 1.0)
     opt.step()
@@ -447,8 +455,11 @@ def train_step(model, opt, tokens):
 
 
 @torch.inference_mode()
-def sample(model, prompt, new_tokens, generator, record_logits=False):
+def sample(model, prompt, new_tokens, generator, record_logits=False, bf16=False):
     """Sample new_tokens tokens after prompt [N, P] with a KV cache, temperature 1.
+
+    With bf16 each forward pass runs under torch.autocast(cpu, bfloat16) and the
+    softmax in float32.
 
     One forward per generated token: the prompt is prefilled once and every
     sampled token except the last is fed back at its position. Returns the
@@ -461,7 +472,8 @@ def sample(model, prompt, new_tokens, generator, record_logits=False):
     logits_seen = [] if record_logits else None
     inp, pos = prompt, 0
     for i in range(new_tokens):
-        logits = model(inp, cache, pos)[:, -1]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(inp, cache, pos)[:, -1].float()
         if record_logits:
             logits_seen.append(logits.clone())
         inp = torch.multinomial(logits.softmax(dim=-1), 1, generator=generator)

@@ -112,8 +112,8 @@ layerflag=()
 
 # llama.cpp's threads meet at OpenMP barriers; spinning there (OpenMP's
 # default, active) collapses on a machine with more runnable threads than
-# cores: 5–10× slower at 2 threads than passive waiting, measured on the
-# shared machine. passive unless OMP_WAIT_POLICY says otherwise.
+# cores (0.2 against 2.0 tokens/s passive, batch 1, on the shared machine
+# at a load average of 19). passive unless OMP_WAIT_POLICY says otherwise.
 omp_wait=${OMP_WAIT_POLICY:-passive}
 out=runs/llamacpp/results-$(date -u +%Y%m%dT%H%M%SZ).jsonl
 echo "compare.sh: $name, batches $batches, P=$prompt T=$tokens, $runs runs × $pairs pairs; raw results in $out" >&2

@@ -112,15 +112,7 @@ func (p bf16Product) narrowAVX2(lo, hi int) {
 			tileRows(rows, k, &wide[0], uintptr(k)*4, 4, &xt[0], 64, start, istride, &outT[(j-lo)*16], 64)
 		}
 	}
-	for c0 := lo; c0 < hi; c0 += 16 {
-		block := outT[(c0-lo)*16 : (min(hi, c0+16)-lo)*16]
-		for i := range p.m {
-			o := p.out[i*p.n+c0 : i*p.n+min(hi, c0+16)]
-			for c := range o {
-				o[c] = block[c*16+i]
-			}
-		}
-	}
+	untransposeTiles(p.out, outT, p.m, p.n, lo, hi)
 }
 
 // bf16Block is the depth of one pass of blocksAVX2: its four panels (16

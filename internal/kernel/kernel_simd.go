@@ -175,10 +175,17 @@ func (p product) narrowBT(lo, hi int) {
 			tileRows(rows, p.k, &p.w[j*p.k], uintptr(p.k)*4, 4, &xt[0], 64, start, istride, &outT[(j-lo)*16], 64)
 		}
 	}
+	untransposeTiles(p.out, outT, p.m, p.n, lo, hi)
+}
+
+// untransposeTiles copies the tiles of the narrow x·wᵀ path into out
+// [m,n]'s columns [lo,hi): outT holds, for each of those columns, its m
+// (≤ 16) rows at a stride of 16.
+func untransposeTiles(out, outT []float32, m, n, lo, hi int) {
 	for c0 := lo; c0 < hi; c0 += 16 {
 		block := outT[(c0-lo)*16 : (min(hi, c0+16)-lo)*16]
-		for i := range p.m {
-			o := p.out[i*p.n+c0 : i*p.n+min(hi, c0+16)]
+		for i := range m {
+			o := out[i*n+c0 : i*n+min(hi, c0+16)]
 			for c := range o {
 				o[c] = block[c*16+i]
 			}

@@ -1,7 +1,8 @@
 // Package pyenv gives tests the project's pinned Python environment: the
 // real libraries users load hacrl's files with — transformers, PEFT,
 // safetensors, tokenizers, TensorBoard — Hugging Face's math-verify, and
-// PyTorch, used as independent oracles. scripts/pyenv.sh installs them,
+// PyTorch, used as independent oracles (and TRL, which bench/trl measures
+// hacrl against). scripts/pyenv.sh installs them,
 // with the versions and hashes of scripts/pyenv/requirements.txt, into a
 // cached virtualenv (see that script); Python runs it on first use, so a
 // plain `go test` works on a fresh machine, and scripts/test.sh runs it

@@ -64,6 +64,8 @@ var docCommands = []docEntry{
 	{file: "README.md", cmd: `curl -s localhost:8000/v1/completions -d '{"model":"arith","prompt":"12+7=19"`, check: checkEcho},
 	{file: "README.md", cmd: "curl -s localhost:8000/update_weights_from_disk", check: checkUpdate},
 	{file: "README.md", cmd: "GOEXPERIMENT=simd go run ./cmd/hacrl train examples/arith-hacpo.yaml --processes --out runs/arith-hacpo-procs", skip: "a second 50-step run (about 50 s, over this test's budget); cmd/hacrl's TestProcessesMatchOneProcess runs the main example's two agents for 4 steps with --processes and holds them to the one-process run's metrics"},
+	{file: "README.md", cmd: "hacrl bench cpu", check: checkBenchCPU},
+	{file: "README.md", cmd: "HACRL_KERNELS=portable hacrl --version", check: checkPortableVersion},
 	{file: "README.md", cmd: "hacrl bench engine --config bench/configs/qwen2.5-0.5b.json", block: true, skip: "benchmarks of full-size models: minutes to hours and many GB each"},
 	{file: "README.md", cmd: "bench/hacpo-step.sh --lora", block: true, skip: "full-size HACPO steps: hours and about 20 GB"},
 	{file: "README.md", cmd: "hacrl bench serve examples/agents/llama-bpe", check: checkBenchServe},
@@ -882,6 +884,29 @@ func checkRollouts(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
 }
 
 // checkVersion: the version line names the program and the Go version.
+// checkBenchCPU: the machine line, then the five products the text lists
+// on the path in use, each with its fraction of the peak or the bandwidth.
+func checkBenchCPU(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
+	lines := strings.Split(strings.TrimSpace(out.stdout), "\n")
+	var machine map[string]any
+	if len(lines) != 6 || json.Unmarshal([]byte(lines[0]), &machine) != nil || machine["fma_peak_gflops"] == nil || machine["mem_read_gb_per_s"] == nil {
+		t.Fatalf("%s: want a machine line and 5 products:\n%s", c, out.stdout)
+	}
+	for i, want := range []string{"MatMul", "MatMulBT", "MatMulTAdd", "MatMulBT decode", "MatMulBT decode"} {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(lines[i+1]), &p); err != nil || p["kernel"] != want || p["path"] != machine["default_path"] {
+			t.Errorf("%s: line %d = %s, want %s on %v", c, i+2, lines[i+1], want, machine["default_path"])
+		}
+	}
+}
+
+// checkPortableVersion: HACRL_KERNELS reaches the kernels.
+func checkPortableVersion(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
+	if !strings.HasSuffix(out.stdout, "native kernels portable\n") {
+		t.Errorf("%s: %q, want the portable kernels named", c, out.stdout)
+	}
+}
+
 func checkVersion(t *testing.T, r *docRun, c docCmd, out cmdOutput) {
 	if !strings.HasPrefix(out.stdout, "hacrl ") || !strings.Contains(out.stdout, "go1.") {
 		t.Errorf("%s: %q", c, out.stdout)

@@ -102,28 +102,7 @@ func (p product) neonCols(lo, hi int, bufp *[]float32) {
 				continue
 			}
 			panel := buf[j*neonKBlock*16 : j*neonKBlock*16+kc*16]
-			if width < 16 {
-				clear(panel)
-			}
-			if p.wt {
-				from := 0
-				if width == 16 && kc >= 4 {
-					// Four steps at a time in registers, the rest (kc mod 4
-					// steps) one element at a time below.
-					from = kc / 4 * 4
-					_ = p.w[(c+15)*p.k+k0+from-1]
-					transpose16(from, &p.w[c*p.k+k0], uintptr(p.k)*4, &panel[0])
-				}
-				for col := range width {
-					for q, v := range p.w[(c+col)*p.k+k0+from : (c+col)*p.k+k0+kc] {
-						panel[(from+q)*16+col] = v
-					}
-				}
-			} else {
-				for q := range kc {
-					copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:(k0+q)*p.n+c+width])
-				}
-			}
+			p.packPanel(panel, c, width, k0, kc)
 			at[j], stride[j] = &panel[0], 64
 		}
 		// first is whether the pass starts from the initial values (zero or
@@ -230,6 +209,10 @@ func tile1x64(k int, x *float32, xstep uintptr, w *float32, wstride, pstride uin
 //
 //go:noescape
 func tile1x16(k int, x *float32, xstep uintptr, w *float32, wstride uintptr, init *float32, out *float32)
+
+// transposeSteps is how many steps of weights transpose16 transposes at a
+// time: four, the 4×4 blocks of its 128-bit registers.
+const transposeSteps = 4
 
 // transpose16 sets dst[q·16+c] = w[c·wstride bytes + q] for the 16 rows c
 // of w and q < k, k a multiple of 4 (tile_arm64.s).

@@ -193,6 +193,10 @@ func untransposeTiles(out, outT []float32, m, n, lo, hi int) {
 	}
 }
 
+// transposeSteps is how many steps of weights transpose16 transposes at a
+// time: eight, the 8×8 blocks of its 256-bit registers.
+const transposeSteps = 8
+
 // kBlock is the depth of one packed pass: a 6×kBlock tile of a (6 KiB) and
 // the kBlock×16 weight panels of a worker's columns (up to 1 MiB at 1024
 // columns) stay in the caches while the tiles sweep them.
@@ -288,30 +292,7 @@ func (p product) packedCols(lo, hi int, bufp *[]float32) {
 			}
 			c := lo + 16*j
 			width := min(16, hi-c)
-			panel := wp[j*kb*16 : j*kb*16+kc*16]
-			if width < 16 {
-				clear(panel)
-			}
-			if p.wt {
-				from := 0
-				if width == 16 && kc >= 8 {
-					// Eight steps at a time in registers, the rest (kc
-					// mod 8 steps) one element at a time below.
-					from = kc / 8 * 8
-					_ = p.w[(c+15)*p.k+k0+from-1]
-					transpose16(from, &p.w[c*p.k+k0], uintptr(p.k)*4, &panel[0])
-				}
-				for col := range width {
-					src := p.w[(c+col)*p.k+k0+from : (c+col)*p.k+k0+kc]
-					for q, v := range src {
-						panel[(from+q)*16+col] = v
-					}
-				}
-				continue
-			}
-			for q := range kc {
-				copy(panel[q*16:q*16+width], p.w[(k0+q)*p.n+c:])
-			}
+			p.packPanel(wp[j*kb*16:j*kb*16+kc*16], c, width, k0, kc)
 		}
 		if p.rs == 1 && tiles > 0 {
 			// Transposed a (xᵀ·y): a step's six values of a tile are

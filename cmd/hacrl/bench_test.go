@@ -181,14 +181,7 @@ func TestBenchEngineConfig(t *testing.T) {
 // modules, params stays the base model's.
 func TestBenchEngineLoRA(t *testing.T) {
 	bin := hacrlBin(t)
-	path := filepath.Join(t.TempDir(), "config.json")
-	// Qwen3: a head_dim (16) that is not hidden/heads, GQA, q/k norms.
-	cfg := `{"model_type": "qwen3", "vocab_size": 16, "hidden_size": 32, "num_hidden_layers": 3,
-	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
-	"max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true}`
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeTinyQwen3Config(t)
 	const d, q, kv, hid, layers = 32, 64, 32, 48, 2
 	shapes := map[string][2]int{"q_proj": {d, q}, "k_proj": {d, kv}, "v_proj": {d, kv}, "o_proj": {q, d},
 		"gate_proj": {d, hid}, "up_proj": {d, hid}, "down_proj": {hid, d}}
@@ -325,4 +318,19 @@ func TestMemReadBandwidth(t *testing.T) {
 	if s := sumWords(x); s != 28 {
 		t.Errorf("sumWords(%v) = %d, want 28", x, s)
 	}
+}
+
+// writeTinyQwen3Config writes a 3-layer Qwen3 config.json — a head_dim
+// (16) that is not hidden/heads, GQA, q/k norms, a tied head — and returns
+// its path.
+func writeTinyQwen3Config(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.json")
+	cfg := `{"model_type": "qwen3", "vocab_size": 16, "hidden_size": 32, "num_hidden_layers": 3,
+	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
+	"max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true}`
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -15,13 +13,7 @@ import (
 // usage error.
 func TestBenchEngineWeightsDType(t *testing.T) {
 	bin := hacrlBin(t)
-	path := filepath.Join(t.TempDir(), "config.json")
-	cfg := `{"model_type": "qwen3", "vocab_size": 16, "hidden_size": 32, "num_hidden_layers": 3,
-	"num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "intermediate_size": 48,
-	"max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": true}`
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	path := writeTinyQwen3Config(t)
 	// Per layer: q|k|v 32×(64+2·32), o 64×32, gate|up 32×2·48, down 48×32;
 	// norms 32+32 and q/k 16+16. The head is the 16×32 embedding; a final
 	// norm of 32.

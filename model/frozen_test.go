@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hacrl/hacrl/safetensors"
 )
 
 // roundedToBF16 reports whether a tiny model's parameter is one of the
@@ -35,17 +34,7 @@ func loraPair(t *testing.T, name string, targets []string) (bf, ref *Model, roun
 		m := newTiny(t, name, 7)
 		m.SetEngine(EngineNative)
 		if i == 1 {
-			for j, s := range m.specs {
-				if !roundedToBF16(s.name) {
-					continue
-				}
-				v := m.paramValues(j)
-				for k, x := range v {
-					v[k] = float64(safetensors.BFloat16ToFloat32(safetensors.Float32ToBFloat16(float32(x))))
-				}
-				m.setParamValues(j, v)
-				rounded += len(v)
-			}
+			rounded = roundWeights(m)
 		}
 		if err := m.AddLoRA(LoRA{Rank: 2, Alpha: 4, Targets: targets}, 3); err != nil {
 			t.Fatal(err)

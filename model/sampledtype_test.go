@@ -10,8 +10,9 @@ import (
 )
 
 // roundWeights rounds m's product weights (roundedToBF16) to bfloat16 in
-// place with the checkpoint writer's rounding.
-func roundWeights(m *Model) {
+// place with the checkpoint writer's rounding and returns how many values
+// it rounded.
+func roundWeights(m *Model) (rounded int) {
 	for j, s := range m.specs {
 		if !roundedToBF16(s.name) {
 			continue
@@ -21,7 +22,9 @@ func roundWeights(m *Model) {
 			v[k] = float64(safetensors.BFloat16ToFloat32(safetensors.Float32ToBFloat16(float32(x))))
 		}
 		m.setParamValues(j, v)
+		rounded += len(v)
 	}
+	return rounded
 }
 
 // A model sampling with bfloat16 weights samples exactly what a float32

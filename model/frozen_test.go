@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
 )
 
 // roundedToBF16 reports whether a tiny model's parameter is one of the

@@ -120,7 +120,9 @@ func checkEngine(bad badFunc, engine string) {
 // Unset fields keep the preset's values (../shared/docs/hacpo-paper.md §4.3).
 type Method struct {
 	// Name is the preset: hacpo, gspo, gspo2x, grpo, naive, no-adv, no-omega,
-	// no-stepwise or no-cross-clip. The keys below override its values.
+	// no-stepwise or no-cross-clip (the paper's methods and ablations), or
+	// dapo, dr_grpo or cispo (single-agent recipes beyond it). The keys below
+	// override its values.
 	Name string `yaml:"name,omitempty" json:"name,omitempty" default:"hacpo"`
 	// Alpha (α ≥ 0) is the power of the exponential importance-sampling factor
 	// sg(clip(s))^α on other agents' samples.
@@ -173,6 +175,53 @@ type Method struct {
 	// n-agent HACPO (method: {name: gspo2x, responses_multiplier: 3} for
 	// three agents). 0 or absent: the preset's.
 	ResponsesMultiplier int `yaml:"responses_multiplier,omitempty" json:"responses_multiplier,omitempty" derived:"2 for gspo2x, else 1"`
+	// LossAgg is how per-token terms become the loss of a mini-batch:
+	// seq-mean-token-mean (each sequence's token mean, averaged over the
+	// sequences: the paper's), token-mean (over every token: DAPO's, TRL's
+	// default), seq-mean-token-sum, or seq-mean-token-sum-norm (token sums
+	// over sequences × max_new_tokens: Dr. GRPO's). Not with semantics
+	// original, which fixes its own. See hacpo/doc.go, decision 27.
+	LossAgg *string `yaml:"loss_agg,omitempty" json:"loss_agg,omitempty" derived:"the preset's (see below)"`
+	// AdvantageStd is whose reward standard deviation divides the
+	// advantages: group (each prompt's joint group, Eq 6), batch (the whole
+	// step's, TRL's scale_rewards: batch) or none (Dr. GRPO); none is
+	// normalize_std: false.
+	AdvantageStd *string `yaml:"advantage_std,omitempty" json:"advantage_std,omitempty" derived:"the preset's (see below)"`
+	// SelfRule is the objective of an agent's own samples: ppo (the clipped
+	// min of the paper's methods) or cispo (the clipped ratio as a detached
+	// weight on log π: every token keeps its gradient; clip_low 1 means no
+	// lower bound). See hacpo/doc.go, decision 30.
+	SelfRule *string `yaml:"self_rule,omitempty" json:"self_rule,omitempty" derived:"the preset's (see below)"`
+	// KLEstimator is the per-token KL estimator: k1 (log π − log π_ref), k2
+	// (half its square) or k3 (verl's low_var_kl).
+	KLEstimator *string `yaml:"kl_estimator,omitempty" json:"kl_estimator,omitempty" derived:"the preset's (see below)"`
+	// KLInReward moves the KL from the loss into each response's reward: R −
+	// kl_coef·Σ_t KL of the sampling policy against the reference (verl's
+	// use_kl_in_reward). Only methods that do not share rollouts.
+	KLInReward *bool `yaml:"kl_in_reward,omitempty" json:"kl_in_reward,omitempty" derived:"the preset's (see below)"`
+	// EntropyCoef (≥ 0) subtracts this times the agent's token entropy on its
+	// own samples, aggregated like the policy term, from the loss.
+	EntropyCoef *float64 `yaml:"entropy_coef,omitempty" json:"entropy_coef,omitempty" derived:"the preset's (see below)"`
+	// MaskTruncated leaves responses cut at max_new_tokens out of the loss
+	// (they still count in their group's advantages).
+	MaskTruncated *bool `yaml:"mask_truncated,omitempty" json:"mask_truncated,omitempty" derived:"the preset's (see below)"`
+	// OverlongPenalty (≥ 0) is DAPO's soft overlong punishment: a response
+	// longer than max_new_tokens − overlong_buffer tokens loses reward
+	// linearly, down to −overlong_penalty at max_new_tokens; 0 turns it off.
+	OverlongPenalty *float64 `yaml:"overlong_penalty,omitempty" json:"overlong_penalty,omitempty" derived:"the preset's (see below)"`
+	// OverlongBuffer is the length of that ramp in tokens, in [1, every
+	// agent's max_new_tokens]; left out, a fifth of the smallest
+	// max_new_tokens (DAPO's 4096 of 20480).
+	OverlongBuffer *int `yaml:"overlong_buffer,omitempty" json:"overlong_buffer,omitempty" derived:"the preset's (see below)"`
+	// DynamicSampling is DAPO's: prompts whose rewards are all equal (in the
+	// joint group, for methods that share rollouts) are dropped and more
+	// prompts sampled until the step has batch.prompts_per_step of them, or
+	// max_sample_rounds rounds have run. See hacpo/doc.go, decision 28.
+	DynamicSampling *bool `yaml:"dynamic_sampling,omitempty" json:"dynamic_sampling,omitempty" derived:"the preset's (see below)"`
+	// MaxSampleRounds (≥ 1) bounds the sampling rounds of a step under
+	// dynamic sampling, the first included; a step that still lacks prompts
+	// trains on those it has (metric dynamic/kept_prompts).
+	MaxSampleRounds *int `yaml:"max_sample_rounds,omitempty" json:"max_sample_rounds,omitempty" derived:"the preset's (see below)"`
 }
 
 // Task names a generated task and its options. Options left out take the
@@ -1121,6 +1170,9 @@ func (c *Config) validate() error {
 	switch c.Method.Semantics {
 	case "", "v1":
 	case "original":
+		if c.Method.LossAgg != nil {
+			bad("method.loss_agg", "semantics original fixes the loss aggregation (hacpo/doc.go decision 26): leave loss_agg out")
+		}
 		if c.Batch.MiniBatch > 0 && c.Batch.MiniBatch%8 != 0 {
 			bad("method.semantics", "original splits each mini-batch over 8 ranks: batch.mini_batch must be a multiple of 8, got %d", c.Batch.MiniBatch)
 		}
@@ -1441,7 +1493,9 @@ func validateMethod(m Method, bad badFunc) {
 		{"alpha", m.Alpha, func(x float64) bool { return x >= 0 }, ">= 0"},
 		{"delta", m.Delta, func(x float64) bool { return x >= 0 && x <= 1 }, "in [0, 1]"},
 		{"delta_step", m.DeltaStep, func(x float64) bool { return x >= 0 }, ">= 0"},
-		{"clip_low", m.ClipLow, func(x float64) bool { return x >= 0 && x < 1 }, "in [0, 1)"},
+		{"clip_low", m.ClipLow, func(x float64) bool { return x >= 0 && x <= 1 }, "in [0, 1) (1, no lower bound, with self_rule cispo)"},
+		{"entropy_coef", m.EntropyCoef, func(x float64) bool { return x >= 0 }, ">= 0 (0 = no entropy bonus)"},
+		{"overlong_penalty", m.OverlongPenalty, func(x float64) bool { return x >= 0 }, ">= 0 (0 = off)"},
 		{"clip_high", m.ClipHigh, func(x float64) bool { return x >= 0 }, ">= 0"},
 		{"kl_coef", m.KLCoef, func(x float64) bool { return x >= 0 }, ">= 0 (0 = no KL term)"},
 		{"omega_min", m.OmegaMin, func(x float64) bool { return x > 0 }, "> 0"},
@@ -1459,5 +1513,28 @@ func validateMethod(m Method, bad badFunc) {
 	}
 	if m.WarmupSteps != nil && *m.WarmupSteps < 0 {
 		bad("method.warmup_steps", "must be >= 0, got %d", *m.WarmupSteps)
+	}
+	for _, f := range []struct {
+		key   string
+		v     *string
+		valid []string
+	}{
+		{"loss_agg", m.LossAgg, []string{"seq-mean-token-mean", "token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"}},
+		{"advantage_std", m.AdvantageStd, []string{"group", "batch", "none"}},
+		{"self_rule", m.SelfRule, []string{"ppo", "cispo"}},
+		{"kl_estimator", m.KLEstimator, []string{"k1", "k2", "k3"}},
+	} {
+		if f.v != nil && !slices.Contains(f.valid, *f.v) {
+			bad("method."+f.key, "must be one of %s, got %q", strings.Join(f.valid, ", "), *f.v)
+		}
+	}
+	if m.AdvantageStd != nil && m.NormalizeStd != nil && (*m.AdvantageStd == "none") == *m.NormalizeStd {
+		bad("method.advantage_std", "%s contradicts normalize_std: %v (advantage_std none is normalize_std false); give one of them", *m.AdvantageStd, *m.NormalizeStd)
+	}
+	if m.OverlongBuffer != nil && *m.OverlongBuffer < 1 {
+		bad("method.overlong_buffer", "must be >= 1 token, got %d", *m.OverlongBuffer)
+	}
+	if m.MaxSampleRounds != nil && *m.MaxSampleRounds < 1 {
+		bad("method.max_sample_rounds", "must be >= 1, got %d", *m.MaxSampleRounds)
 	}
 }

@@ -77,8 +77,18 @@ func (s Settings) Advantages(learner int, group []Response, omega OmegaFunc) ([]
 }
 
 // GroupAdvantages is Advantages writing into adv (len(adv) == len(group)) and
-// reporting the group's baseline, std and rule. It does not allocate.
+// reporting the group's baseline, std and rule. It does not allocate. With
+// AdvantageStd batch the denominator is the step's: use BatchAdvantages.
 func (s Settings) GroupAdvantages(learner int, group []Response, omega OmegaFunc, adv []float64) (GroupAdvantage, error) {
+	if s.NormalizeStd && s.AdvantageStd == BatchStd {
+		return GroupAdvantage{}, fmt.Errorf("hacpo: advantages: method %q scales by the batch std (advantage_std %q), which one group cannot give: use BatchAdvantages", s.Method, BatchStd)
+	}
+	return s.groupAdvantages(learner, group, omega, adv, math.NaN())
+}
+
+// groupAdvantages is GroupAdvantages dividing by den instead of the group's
+// own denominator when den is not NaN.
+func (s Settings) groupAdvantages(learner int, group []Response, omega OmegaFunc, adv []float64, den float64) (GroupAdvantage, error) {
 	var g GroupAdvantage
 	if len(adv) != len(group) {
 		return g, fmt.Errorf("hacpo: advantages: output has %d slots for %d responses", len(adv), len(group))
@@ -134,7 +144,9 @@ func (s Settings) GroupAdvantages(learner int, group []Response, omega OmegaFunc
 		if omega == nil {
 			return g, fmt.Errorf("hacpo: advantages: method %q uses the capability baseline but no ω was given", s.Method)
 		}
-		wsum := 0.0
+		// Eq 7 anchored at the reward of a plain failure (decision 32):
+		// RewardMin + (1/n) Σ ω·(R − RewardMin), Eq 7 itself for RewardMin = 0.
+		wsum, lo := 0.0, s.RewardMin
 		lastSrc, lastW := learner, 1.0 // ω of the previous response's source (groups are usually source-major)
 		for i, r := range group {
 			if !uses(r) {
@@ -149,10 +161,10 @@ func (s Settings) GroupAdvantages(learner int, group []Response, omega OmegaFunc
 					}
 				}
 			}
-			wsum += lastW * r.Reward
+			wsum += lastW * (r.Reward - lo)
 		}
-		g.Baseline, g.Case = wsum/float64(n), BaselineWeighted
-		if s.BinaryGuard && g.Baseline > 1.0 {
+		g.Baseline, g.Case = lo+wsum/float64(n), BaselineWeighted
+		if s.BinaryGuard && g.Baseline > s.RewardMax {
 			if own > 0 {
 				g.Baseline, g.Case = ownSum/float64(own), BaselineGuard
 			} else {
@@ -175,6 +187,8 @@ func (s Settings) GroupAdvantages(learner int, group []Response, omega OmegaFunc
 	switch {
 	case !s.NormalizeStd:
 		g.Denominator = 1
+	case !math.IsNaN(den):
+		g.Denominator = den
 	case n > 1:
 		g.Denominator = g.Std + s.AdvantageEpsilon
 	default:
@@ -188,12 +202,25 @@ func (s Settings) GroupAdvantages(learner int, group []Response, omega OmegaFunc
 	return g, nil
 }
 
-// BatchAdvantages runs Advantages over many prompt groups: out[p][i] is the
-// advantage of groups[p][i]. It allocates once.
+// BatchAdvantages runs Advantages over a step's prompt groups: out[p][i] is
+// the advantage of groups[p][i]. With AdvantageStd batch every group is
+// divided by the step's std (BatchStd) plus ε; otherwise each by its own.
+// It allocates once.
 func (s Settings) BatchAdvantages(learner int, groups [][]Response, omega OmegaFunc) ([][]float64, error) {
 	total := 0
 	for _, g := range groups {
 		total += len(g)
+	}
+	den := math.NaN()
+	if s.NormalizeStd && s.AdvantageStd == BatchStd {
+		std, n, err := s.BatchStd(learner, groups)
+		if err != nil {
+			return nil, err
+		}
+		den = 1 + s.AdvantageEpsilon
+		if n > 1 {
+			den = std + s.AdvantageEpsilon
+		}
 	}
 	flat := make([]float64, total)
 	out := make([][]float64, len(groups))
@@ -201,9 +228,40 @@ func (s Settings) BatchAdvantages(learner int, groups [][]Response, omega OmegaF
 	for p, g := range groups {
 		out[p] = flat[off : off+len(g) : off+len(g)]
 		off += len(g)
-		if _, err := s.GroupAdvantages(learner, g, omega, out[p]); err != nil {
+		if _, err := s.groupAdvantages(learner, g, omega, out[p], den); err != nil {
 			return nil, fmt.Errorf("prompt group %d: %w", p, err)
 		}
 	}
 	return out, nil
+}
+
+// BatchStd is the sample std (N − 1) of the raw rewards of every response in
+// groups that the learner uses, and their number N (std 0 when N < 2): TRL's
+// scale_rewards "batch", the mean staying per group.
+func (s Settings) BatchStd(learner int, groups [][]Response) (std float64, n int, err error) {
+	sum := 0.0
+	for p, g := range groups {
+		for i, r := range g {
+			if !finite(r.Reward) {
+				return 0, 0, fmt.Errorf("hacpo: advantages: prompt group %d: response %d (agent %d) has reward %v", p, i, r.Source, r.Reward)
+			}
+			if s.SharesRollouts || r.Source == learner {
+				sum += r.Reward
+				n++
+			}
+		}
+	}
+	if n < 2 {
+		return 0, n, nil
+	}
+	mean, ss := sum/float64(n), 0.0
+	for _, g := range groups {
+		for _, r := range g {
+			if s.SharesRollouts || r.Source == learner {
+				d := r.Reward - mean
+				ss += d * d
+			}
+		}
+	}
+	return math.Sqrt(ss / float64(n-1)), n, nil
 }

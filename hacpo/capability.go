@@ -119,21 +119,22 @@ func (t *CapabilityTracker) Agents() int { return t.st.Agents }
 func (t *CapabilityTracker) Steps() int { return t.st.Steps }
 
 // StepValue is one agent's per-step capability statistic over all of its rewards
-// in the step: the fraction of rewards > 0 (PositiveRate) or their mean
-// (MeanReward), floored at floor. It is an error to pass no rewards.
-func StepValue(metric CapabilityMetric, floor float64, rewards []float64) (float64, error) {
+// in the step: the fraction of rewards > c.Success (PositiveRate) or their mean
+// less c.RewardMin (MeanReward), floored at c.Floor. It is an error to pass no
+// rewards.
+func (c CapabilitySettings) StepValue(rewards []float64) (float64, error) {
 	if len(rewards) == 0 {
 		return 0, fmt.Errorf("no rewards")
 	}
 	var v float64
-	switch metric {
+	switch c.Metric {
 	case PositiveRate:
 		n := 0
 		for _, r := range rewards {
 			if !finite(r) {
 				return 0, fmt.Errorf("reward %v is not finite", r)
 			}
-			if r > 0 {
+			if r > c.Success {
 				n++
 			}
 		}
@@ -144,13 +145,13 @@ func StepValue(metric CapabilityMetric, floor float64, rewards []float64) (float
 			if !finite(r) {
 				return 0, fmt.Errorf("reward %v is not finite", r)
 			}
-			sum += r
+			sum += r - c.RewardMin
 		}
 		v = sum / float64(len(rewards))
 	default:
-		return 0, fmt.Errorf("unknown capability metric %q", metric)
+		return 0, fmt.Errorf("unknown capability metric %q", c.Metric)
 	}
-	return math.Max(v, floor), nil
+	return math.Max(v, c.Floor), nil
 }
 
 // Update records one training step: rewards[a] holds every reward agent a earned in
@@ -162,7 +163,7 @@ func (t *CapabilityTracker) Update(rewards [][]float64) error {
 	}
 	vals := make([]float64, t.st.Agents)
 	for a, rs := range rewards {
-		v, err := StepValue(t.st.Settings.Metric, t.st.Settings.Floor, rs)
+		v, err := t.st.Settings.StepValue(rs)
 		if err != nil {
 			return fmt.Errorf("hacpo: capability update, agent %d: %w", a, err)
 		}

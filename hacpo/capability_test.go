@@ -94,16 +94,16 @@ func TestCapabilityWindowGolden(t *testing.T) {
 func TestCapabilityMetrics(t *testing.T) {
 	rs := []float64{0.5, 1.0, 0.0}
 	// fraction > 0: 2/3; mean: (0.5+1+0)/3 = 0.5.
-	if v, _ := StepValue(PositiveRate, 1e-8, rs); v != 2.0/3.0 {
+	if v, _ := (CapabilitySettings{Metric: PositiveRate, Floor: 1e-8}).StepValue(rs); v != 2.0/3.0 {
 		t.Errorf("positive rate = %v, want 2/3", v)
 	}
-	if v, _ := StepValue(MeanReward, 1e-8, rs); v != 0.5 {
+	if v, _ := (CapabilitySettings{Metric: MeanReward, Floor: 1e-8}).StepValue(rs); v != 0.5 {
 		t.Errorf("mean reward = %v, want 0.5", v)
 	}
-	if v, _ := StepValue(MeanReward, 1e-8, []float64{-1, 0}); v != 1e-8 {
+	if v, _ := (CapabilitySettings{Metric: MeanReward, Floor: 1e-8}).StepValue([]float64{-1, 0}); v != 1e-8 {
 		t.Errorf("negative mean reward should be floored, got %v", v)
 	}
-	if _, err := StepValue(PositiveRate, 1e-8, nil); err == nil {
+	if _, err := (CapabilitySettings{Metric: PositiveRate, Floor: 1e-8}).StepValue(nil); err == nil {
 		t.Error("no rewards: want an error")
 	}
 }

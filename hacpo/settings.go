@@ -32,14 +32,70 @@ const (
 	CrossAsSelf CrossRule = "as-self"
 )
 
+// SelfRule is how the learner's own samples enter its loss.
+type SelfRule string
+
+const (
+	// SelfPPO is the PPO objective min(r·A, clip(r, 1−ε_low, 1+ε_high)·A): GRPO's
+	// per token, GSPO's per sequence (the paper's self term). "" means SelfPPO.
+	SelfPPO SelfRule = "ppo"
+	// SelfCISPO is CISPO's (MiniMax-M1): −sg(clip(r, 1−ε_low, 1+ε_high))·A·log π.
+	// The clipped ratio is a detached weight, so every unit keeps its gradient
+	// (decision 30).
+	SelfCISPO SelfRule = "cispo"
+)
+
+// LossAgg is how a mini-batch's per-token terms become its loss (decision 27).
+type LossAgg string
+
+const (
+	// SeqMeanTokenMean: each sequence's token mean, averaged over the sequences
+	// (the paper's and both codebases' default; "" means this under the v1
+	// semantics).
+	SeqMeanTokenMean LossAgg = "seq-mean-token-mean"
+	// TokenMean: the mean over every token of the mini-batch (DAPO; TRL's "dapo").
+	TokenMean LossAgg = "token-mean"
+	// SeqMeanTokenSum: each sequence's token sum, averaged over the sequences.
+	SeqMeanTokenSum LossAgg = "seq-mean-token-sum"
+	// SeqMeanTokenSumNorm: the token sums divided by the number of sequences
+	// times a constant token count (Dr. GRPO; TRL's "dr_grpo").
+	SeqMeanTokenSumNorm LossAgg = "seq-mean-token-sum-norm"
+)
+
+// StdScope is the population whose reward standard deviation scales advantages.
+type StdScope string
+
+const (
+	// GroupStd: the prompt's (joint) group, Eq 6. "" means GroupStd.
+	GroupStd StdScope = "group"
+	// BatchStd: every response of the step the learner uses (TRL's
+	// scale_rewards: batch).
+	BatchStd StdScope = "batch"
+)
+
+// KLEstimator is the per-token estimator of KL(π‖π_ref) (decision 31).
+type KLEstimator string
+
+const (
+	// KLK1 is log π − log π_ref (verl's "kl", Schulman's k1). Unbiased, signed.
+	KLK1 KLEstimator = "k1"
+	// KLK2 is ½(log π − log π_ref)² (verl's "mse").
+	KLK2 KLEstimator = "k2"
+	// KLK3 is exp(d) − d − 1 with d = log π_ref − log π (verl's "low_var_kl",
+	// clamped as KL3 says). "" means KLK3.
+	KLK3 KLEstimator = "k3"
+)
+
 // CapabilityMetric is the per-step capability statistic of an agent.
 type CapabilityMetric string
 
 const (
-	// PositiveRate is the fraction of the agent's responses in the step with reward > 0
-	// ([code-v1] `positive_rate`; the accuracy for 0/1 rewards).
+	// PositiveRate is the fraction of the agent's responses in the step that
+	// succeeded: reward > Success (0 by default: [code-v1] `positive_rate`, the
+	// accuracy for 0/1 rewards).
 	PositiveRate CapabilityMetric = "positive-rate"
-	// MeanReward is the mean reward of the agent's responses in the step (non-binary rewards).
+	// MeanReward is the mean reward of the agent's responses in the step, less
+	// RewardMin (non-binary rewards).
 	MeanReward CapabilityMetric = "mean-reward"
 )
 
@@ -51,6 +107,11 @@ type CapabilitySettings struct {
 	RatioMin    float64          `json:"ratio_min" yaml:"ratio_min"`       // ω clamp, lower (0.1)
 	RatioMax    float64          `json:"ratio_max" yaml:"ratio_max"`       // ω clamp, upper (10)
 	WarmupSteps int              `json:"warmup_steps" yaml:"warmup_steps"` // first training steps with ω = 1 (0)
+	// Success: a response succeeded when its reward is > Success (0); see
+	// decision 32. Set it, and RewardMin, with Settings.SetRewards.
+	Success float64 `json:"success,omitempty" yaml:"success"`
+	// RewardMin: the reward of a plain failure, subtracted by MeanReward (0).
+	RewardMin float64 `json:"reward_min,omitempty" yaml:"reward_min"`
 }
 
 // DefaultCapability returns the tracker settings of the paper and both codebases.
@@ -71,6 +132,8 @@ func (c CapabilitySettings) Validate() error {
 		return fmt.Errorf("capability ratio bounds must satisfy 0 < ratio_min <= ratio_max < inf, got [%v, %v]", c.RatioMin, c.RatioMax)
 	case c.WarmupSteps < 0:
 		return fmt.Errorf("capability warmup_steps must be >= 0, got %d", c.WarmupSteps)
+	case !finite(c.Success) || !finite(c.RewardMin):
+		return fmt.Errorf("capability success threshold and reward_min must be finite, got %v and %v", c.Success, c.RewardMin)
 	}
 	return nil
 }
@@ -136,8 +199,53 @@ type Settings struct {
 	// own mean reward in the group (assumes rewards in [0, 1]).
 	BinaryGuard bool `json:"binary_guard" yaml:"binary_guard"`
 
-	// KLCoef: coefficient of the k3 KL to the reference model on self samples (0.001; 0 = off).
+	// KLCoef: coefficient of the KL to the reference model on self samples (0.001; 0 = off).
 	KLCoef float64 `json:"kl_coef" yaml:"kl_coef"`
+	// KLEstimator: the per-token KL estimator (k3, "" meaning k3; decision 31).
+	KLEstimator KLEstimator `json:"kl_estimator,omitempty" yaml:"kl_estimator,omitempty"`
+	// KLInReward: the KL enters each of the learner's responses' rewards,
+	// R − KLCoef·Σ_t kl_t of the old policy against the reference (KLPenalty),
+	// instead of the loss (verl's use_kl_in_reward). Methods that do not share
+	// rollouts only (decision 31).
+	KLInReward bool `json:"kl_in_reward,omitempty" yaml:"kl_in_reward,omitempty"`
+	// EntropyCoef: coefficient of the entropy bonus, −EntropyCoef × the
+	// aggregated token entropy of the learner on its own samples (0 = off;
+	// decision 29).
+	EntropyCoef float64 `json:"entropy_coef,omitempty" yaml:"entropy_coef,omitempty"`
+
+	// SelfRule: the objective of self samples, PPO's min ("" or "ppo") or CISPO's.
+	SelfRule SelfRule `json:"self_rule,omitempty" yaml:"self_rule,omitempty"`
+	// LossAgg: how per-token terms become the mini-batch loss ("" =
+	// seq-mean-token-mean). Under the original semantics it must be "" or the
+	// presets' seq-mean-token-mean, and decision 26's mix applies instead.
+	LossAgg LossAgg `json:"loss_agg,omitempty" yaml:"loss_agg,omitempty"`
+	// LossAggTokens: the constant token count of seq-mean-token-sum-norm (the
+	// trainer sets the learner's longest response, max_new_tokens).
+	LossAggTokens int `json:"loss_agg_tokens,omitempty" yaml:"loss_agg_tokens,omitempty"`
+	// AdvantageStd: whose reward std divides the advantages when NormalizeStd
+	// is on: the group's ("" or "group", Eq 6) or the whole step's ("batch").
+	AdvantageStd StdScope `json:"advantage_std,omitempty" yaml:"advantage_std,omitempty"`
+	// MaskTruncated: a response cut at the length limit contributes nothing to
+	// the loss (it still counts in its group's advantage); see Sample.Masked.
+	MaskTruncated bool `json:"mask_truncated,omitempty" yaml:"mask_truncated,omitempty"`
+	// OverlongBuffer, OverlongPenalty: DAPO's soft overlong punishment. A
+	// response longer than max − OverlongBuffer tokens gets a penalty growing
+	// linearly to −OverlongPenalty at the limit (OverlongReward; 0 = off).
+	OverlongBuffer  int     `json:"overlong_buffer,omitempty" yaml:"overlong_buffer,omitempty"`
+	OverlongPenalty float64 `json:"overlong_penalty,omitempty" yaml:"overlong_penalty,omitempty"`
+	// DynamicSampling: DAPO's dynamic sampling. Prompts whose groups carry no
+	// signal (KeepsPrompt) are dropped and more prompts are sampled, in at most
+	// MaxSampleRounds rounds per step (the first one included), until the step
+	// has its number of prompts (decision 28).
+	DynamicSampling bool `json:"dynamic_sampling,omitempty" yaml:"dynamic_sampling,omitempty"`
+	MaxSampleRounds int  `json:"max_sample_rounds,omitempty" yaml:"max_sample_rounds,omitempty"`
+
+	// RewardMin, RewardMax: the range of the task's rewards before any shaping
+	// ([0, 1]; decision 32). RewardMin is the reward of a plain failure, which
+	// the capability-weighted baseline is anchored at; the baseline guard
+	// replaces a baseline above RewardMax. Set them with SetRewards.
+	RewardMin float64 `json:"reward_min,omitempty" yaml:"reward_min,omitempty"`
+	RewardMax float64 `json:"reward_max" yaml:"reward_max"`
 
 	// Capability: the capability tracker (window K, metric, floor, ω clamp, warm-up).
 	Capability CapabilitySettings `json:"capability" yaml:"capability"`
@@ -172,13 +280,7 @@ var presets = map[string]func() Settings{
 		return s
 	},
 	// GRPO: one agent, token ratio, clip 0.2 / 0.28 (DAPO clip-higher; spec §4.4).
-	"grpo": func() Settings {
-		s := gspoSettings()
-		s.Method = "grpo"
-		s.RatioLevel = TokenLevel
-		s.SelfClipLow, s.SelfClipHigh = 0.2, 0.28
-		return s
-	},
+	"grpo": grpoSettings,
 	// Naive: shared pool, plain joint mean/std, ω = 1, α = 0, GSPO clip for every sample
 	// (spec §4.4, §7 item 12).
 	"naive": func() Settings {
@@ -213,6 +315,41 @@ var presets = map[string]func() Settings{
 		s.Stepwise = false
 		return s
 	},
+	// DAPO (Yu et al. 2025; verl's recipe/dapo): GRPO's token ratio with
+	// clip-higher, token-mean aggregation, no KL, dynamic sampling and the soft
+	// overlong punishment (its buffer set from the agents' max_new_tokens by
+	// the trainer). One agent at a time, like GRPO.
+	"dapo": func() Settings {
+		s := grpoSettings()
+		s.Method = "dapo"
+		s.LossAgg = TokenMean
+		s.KLCoef = 0
+		s.DynamicSampling = true
+		s.OverlongPenalty = 1
+		return s
+	},
+	// Dr. GRPO (Liu et al. 2025, "Understanding R1-Zero-like training"): token
+	// ratio, no std scaling, each sequence's token sum over a constant length.
+	"dr_grpo": func() Settings {
+		s := grpoSettings()
+		s.Method = "dr_grpo"
+		s.SelfClipLow, s.SelfClipHigh = 0.2, 0.2
+		s.NormalizeStd = false
+		s.LossAgg = SeqMeanTokenSumNorm
+		s.KLCoef = 0
+		return s
+	},
+	// CISPO (MiniMax-M1, 2025): token ratios clipped into a detached weight, all
+	// tokens kept, token-mean aggregation, no KL.
+	"cispo": func() Settings {
+		s := grpoSettings()
+		s.Method = "cispo"
+		s.SelfRule = SelfCISPO
+		s.SelfClipLow, s.SelfClipHigh = 1, 4 // weights in [0, 5]: no lower bound (MiniMax-M1), TRL's cap of 5
+		s.LossAgg = TokenMean
+		s.KLCoef = 0
+		return s
+	},
 	// no Clip (Fig 4): no cross clamp at all.
 	"no-cross-clip": func() Settings {
 		s := hacpoSettings()
@@ -245,6 +382,12 @@ func hacpoSettings() Settings {
 		UniformFallback:     true,
 		BinaryGuard:         true,
 		KLCoef:              0.001,
+		KLEstimator:         KLK3,
+		SelfRule:            SelfPPO,
+		LossAgg:             SeqMeanTokenMean,
+		AdvantageStd:        GroupStd,
+		MaxSampleRounds:     3,
+		RewardMax:           1,
 		Capability:          DefaultCapability(),
 	}
 }
@@ -263,6 +406,15 @@ func gspoSettings() Settings {
 	s.Alpha = 0
 	s.CapabilityBaseline = false
 	s.OmegaInUpdate = false
+	return s
+}
+
+// grpoSettings: GRPO as the paper's baseline runs it (spec §4.4).
+func grpoSettings() Settings {
+	s := gspoSettings()
+	s.Method = "grpo"
+	s.RatioLevel = TokenLevel
+	s.SelfClipLow, s.SelfClipHigh = 0.2, 0.28
 	return s
 }
 
@@ -301,8 +453,8 @@ func (s Settings) Validate() error {
 		return e("ratio_level must be %q or %q, got %q", SequenceLevel, TokenLevel, s.RatioLevel)
 	case s.RatioLevel == TokenLevel && s.SharesRollouts:
 		return e("ratio_level %q needs the learner's own old per-token log-probs and cannot be used with shared rollouts (other agents' samples are retokenized); use %q", TokenLevel, SequenceLevel)
-	case !finite(s.SelfClipLow) || s.SelfClipLow < 0 || s.SelfClipLow >= 1:
-		return e("self_clip_low must be in [0, 1), got %v", s.SelfClipLow)
+	case !finite(s.SelfClipLow) || s.SelfClipLow < 0 || s.SelfClipLow > 1 || (s.SelfClipLow == 1 && s.SelfRule != SelfCISPO):
+		return e("self_clip_low must be in [0, 1) (up to 1, no lower bound, with self_rule %q), got %v", SelfCISPO, s.SelfClipLow)
 	case !finite(s.SelfClipHigh) || s.SelfClipHigh < 0:
 		return e("self_clip_high must be finite and >= 0, got %v", s.SelfClipHigh)
 	case !finite(s.DualClip) || (s.DualClip != 0 && s.DualClip <= 1):
@@ -329,11 +481,80 @@ func (s Settings) Validate() error {
 		return e("kl_coef must be finite and >= 0, got %v", s.KLCoef)
 	case !validSemantics(s.Semantics):
 		return e("semantics must be %q or %q, got %q", SemanticsV1, SemanticsOriginal, s.Semantics)
+	case s.SelfRule != "" && s.SelfRule != SelfPPO && s.SelfRule != SelfCISPO:
+		return e("self_rule must be %q or %q, got %q", SelfPPO, SelfCISPO, s.SelfRule)
+	case s.SelfRule == SelfCISPO && s.DualClip != 0:
+		return e("dual_clip caps PPO's objective and has no meaning with self_rule %q; set it to 0", SelfCISPO)
+	case !validLossAgg(s.LossAgg):
+		return e("loss_agg must be one of %s, got %q", lossAggNames(), s.LossAgg)
+	case s.LossAgg != "" && s.LossAgg != SeqMeanTokenMean && s.IsOriginal():
+		return e("semantics %q fixes the loss aggregation (hacpo/doc.go decision 26); leave loss_agg at the preset's", SemanticsOriginal)
+	case s.LossAggTokens < 0:
+		return e("loss_agg_tokens must be >= 0, got %d", s.LossAggTokens)
+	case s.AdvantageStd != "" && s.AdvantageStd != GroupStd && s.AdvantageStd != BatchStd:
+		return e("advantage_std must be %q or %q, got %q", GroupStd, BatchStd, s.AdvantageStd)
+	case s.KLEstimator != "" && s.KLEstimator != KLK1 && s.KLEstimator != KLK2 && s.KLEstimator != KLK3:
+		return e("kl_estimator must be %q, %q or %q, got %q", KLK1, KLK2, KLK3, s.KLEstimator)
+	case s.KLInReward && s.SharesRollouts:
+		return e("kl_in_reward puts each agent's own KL into its rewards, which other agents would then learn from; it needs a method that does not share rollouts (hacpo/doc.go decision 31)")
+	case s.KLInReward && s.KLCoef == 0:
+		return e("kl_in_reward has no effect with kl_coef 0")
+	case !finite(s.EntropyCoef) || s.EntropyCoef < 0:
+		return e("entropy_coef must be finite and >= 0, got %v", s.EntropyCoef)
+	case s.OverlongBuffer < 0 || !finite(s.OverlongPenalty) || s.OverlongPenalty < 0:
+		return e("overlong_buffer must be >= 0 and overlong_penalty finite and >= 0, got %d and %v", s.OverlongBuffer, s.OverlongPenalty)
+	case s.MaxSampleRounds < 0 || (s.DynamicSampling && s.MaxSampleRounds < 1):
+		return e("max_sample_rounds must be >= 1 with dynamic sampling, got %d", s.MaxSampleRounds)
+	case !finite(s.RewardMin) || !finite(s.RewardMax) || !(s.RewardMax > s.RewardMin):
+		return e("the reward range must be finite with min < max, got [%v, %v]", s.RewardMin, s.RewardMax)
+	case s.Capability.RewardMin != s.RewardMin:
+		return e("capability reward_min %v differs from the reward range's min %v (set both with SetRewards)", s.Capability.RewardMin, s.RewardMin)
 	}
 	if err := s.Capability.Validate(); err != nil {
 		return e("%v", err)
 	}
 	return nil
+}
+
+// SetRewards declares the range [min, max] of the task's rewards before any
+// shaping and the threshold above which a reward counts as a success for the
+// capability estimate (decision 32). The paper's rewards are SetRewards(0, 1, 0),
+// every preset's default.
+func (s *Settings) SetRewards(min, max, success float64) {
+	s.RewardMin, s.RewardMax = min, max
+	s.Capability.RewardMin, s.Capability.Success = min, success
+}
+
+// Aggregation is the loss aggregation in effect: LossAgg, or its default
+// seq-mean-token-mean when unset (under the original semantics the
+// aggregation is decision 26's, whatever this returns).
+func (s Settings) Aggregation() LossAgg {
+	if s.LossAgg == "" {
+		return SeqMeanTokenMean
+	}
+	return s.LossAgg
+}
+
+var lossAggs = []LossAgg{SeqMeanTokenMean, TokenMean, SeqMeanTokenSum, SeqMeanTokenSumNorm}
+
+func validLossAgg(a LossAgg) bool {
+	if a == "" {
+		return true
+	}
+	for _, v := range lossAggs {
+		if a == v {
+			return true
+		}
+	}
+	return false
+}
+
+func lossAggNames() string {
+	names := make([]string, len(lossAggs))
+	for i, v := range lossAggs {
+		names[i] = fmt.Sprintf("%q", v)
+	}
+	return strings.Join(names, ", ")
 }
 
 // ValidateAgents checks that the method can run with n agents: shared-rollout

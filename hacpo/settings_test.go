@@ -10,7 +10,7 @@ import (
 
 func TestPresetsValidate(t *testing.T) {
 	names := PresetNames()
-	want := []string{"grpo", "gspo", "gspo2x", "hacpo", "naive", "no-adv", "no-cross-clip", "no-omega", "no-stepwise"}
+	want := []string{"cispo", "dapo", "dr_grpo", "grpo", "gspo", "gspo2x", "hacpo", "naive", "no-adv", "no-cross-clip", "no-omega", "no-stepwise"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("PresetNames = %v", names)
 	}
@@ -32,7 +32,7 @@ func TestPresetsValidate(t *testing.T) {
 			t.Errorf("preset %q JSON round trip: %v", n, err)
 		}
 	}
-	if _, err := Preset("dapo"); err == nil || !strings.Contains(err.Error(), "gspo2x") || !strings.Contains(err.Error(), "no-cross-clip") {
+	if _, err := Preset("ppo"); err == nil || !strings.Contains(err.Error(), "gspo2x") || !strings.Contains(err.Error(), "no-cross-clip") {
 		t.Errorf("unknown preset error should list the valid names: %v", err)
 	}
 	if s, err := Preset(" HACPO "); err != nil || s.Method != "hacpo" {
@@ -71,6 +71,26 @@ func TestPresetDefinitions(t *testing.T) {
 	if g.SharesRollouts || g.RatioLevel != TokenLevel || g.SelfClipLow != 0.2 || g.SelfClipHigh != 0.28 || g.DualClip != 0 {
 		t.Errorf("grpo = %+v", g)
 	}
+	// The recipes beyond the paper, each as its source sets it (doc.go decisions 27–30).
+	fromGRPO := func(name string, edit func(*Settings)) {
+		t.Helper()
+		want := g
+		edit(&want)
+		want.Method = name
+		if got := MustPreset(name); got != want {
+			t.Errorf("%s = %+v\nwant %+v", name, got, want)
+		}
+	}
+	fromGRPO("dapo", func(s *Settings) {
+		s.LossAgg, s.KLCoef = TokenMean, 0
+		s.DynamicSampling, s.OverlongPenalty = true, 1
+	})
+	fromGRPO("dr_grpo", func(s *Settings) {
+		s.SelfClipLow, s.SelfClipHigh, s.NormalizeStd, s.LossAgg, s.KLCoef = 0.2, 0.2, false, SeqMeanTokenSumNorm, 0
+	})
+	fromGRPO("cispo", func(s *Settings) {
+		s.SelfRule, s.SelfClipLow, s.SelfClipHigh, s.LossAgg, s.KLCoef = SelfCISPO, 1, 4, TokenMean, 0
+	})
 	if s := MustPreset("gspo2x"); s.ResponsesMultiplier != 2 || s.SharesRollouts {
 		t.Errorf("gspo2x = %+v", s)
 	}
@@ -108,6 +128,19 @@ func TestSettingsValidateErrors(t *testing.T) {
 		{"capability metric", func(s *Settings) { s.Capability.Metric = "acc" }},
 		{"capability floor", func(s *Settings) { s.Capability.Floor = 0 }},
 		{"warmup_steps", func(s *Settings) { s.Capability.WarmupSteps = -1 }},
+		{"self_rule", func(s *Settings) { s.SelfRule = "ppo2" }},
+		{"loss_agg", func(s *Settings) { s.LossAgg = "sum" }},
+		{"fixes the loss aggregation", func(s *Settings) { s.Semantics, s.LossAgg = SemanticsOriginal, TokenMean }},
+		{"loss_agg_tokens", func(s *Settings) { s.LossAggTokens = -1 }},
+		{"advantage_std", func(s *Settings) { s.AdvantageStd = "global" }},
+		{"kl_estimator", func(s *Settings) { s.KLEstimator = "k4" }},
+		{"kl_in_reward", func(s *Settings) { s.KLInReward = true }},
+		{"entropy_coef", func(s *Settings) { s.EntropyCoef = -0.01 }},
+		{"overlong_buffer", func(s *Settings) { s.OverlongPenalty = math.Inf(1) }},
+		{"max_sample_rounds", func(s *Settings) { s.DynamicSampling, s.MaxSampleRounds = true, 0 }},
+		{"reward range", func(s *Settings) { s.RewardMax = 0 }},
+		{"capability reward_min", func(s *Settings) { s.RewardMin = -1 }},
+		{"capability success", func(s *Settings) { s.Capability.Success = math.NaN() }},
 	}
 	for _, c := range cases {
 		s := MustPreset("hacpo")
@@ -121,6 +154,21 @@ func TestSettingsValidateErrors(t *testing.T) {
 	n.Alpha = 1
 	if err := n.Validate(); err == nil || !strings.Contains(err.Error(), "alpha") {
 		t.Errorf("naive with alpha: %v", err)
+	}
+	g := MustPreset("grpo")
+	for _, c := range []struct {
+		field string
+		edit  func(*Settings)
+	}{
+		{"kl_in_reward has no effect", func(s *Settings) { s.KLInReward, s.KLCoef = true, 0 }},
+		{"dual_clip caps", func(s *Settings) { s.SelfRule, s.DualClip = SelfCISPO, 3 }},
+		{"self_clip_low", func(s *Settings) { s.SelfClipLow = 1 }}, // no lower bound: CISPO only
+	} {
+		s := g
+		c.edit(&s)
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("grpo, %s: error %v", c.field, err)
+		}
 	}
 	if err := (Settings{}).Validate(); err == nil {
 		t.Error("zero settings should not validate")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hacrl/hacrl/backend"
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/task"
 )
 
@@ -30,6 +31,7 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 	m.Window, m.WarmupSteps = ptr(s.Capability.Window), ptr(s.Capability.WarmupSteps)
 	m.NormalizeStd = ptr(s.NormalizeStd)
 	m.OmegaMin, m.OmegaMax = ptr(s.Capability.RatioMin), ptr(s.Capability.RatioMax)
+	resolveOptions(m, s)
 	if r.Task != nil {
 		tk, err := newTask(r.Task)
 		if err != nil {
@@ -61,6 +63,41 @@ func Resolve(cfg *config.Config) (*config.Config, error) {
 		r.Backend = backend.Default
 	}
 	return r, nil
+}
+
+// resolveOptions fills the method keys beyond the paper's hyperparameters
+// (hacpo/doc.go decisions 27–31) from the settings s they resolve to. A key
+// that does not apply stays unset: loss_agg under the original semantics
+// (which fixes the aggregation), and overlong_buffer while the config has
+// no agent to derive it from.
+func resolveOptions(m *config.Method, s hacpo.Settings) {
+	if !s.IsOriginal() {
+		m.LossAgg = ptr(string(s.Aggregation()))
+	}
+	std := "none"
+	if s.NormalizeStd {
+		std = string(hacpo.GroupStd)
+		if s.AdvantageStd != "" {
+			std = string(s.AdvantageStd)
+		}
+	}
+	m.AdvantageStd = &std
+	rule := hacpo.SelfPPO
+	if s.SelfRule != "" {
+		rule = s.SelfRule
+	}
+	m.SelfRule = ptr(string(rule))
+	est := hacpo.KLK3
+	if s.KLEstimator != "" {
+		est = s.KLEstimator
+	}
+	m.KLEstimator = ptr(string(est))
+	m.KLInReward, m.EntropyCoef, m.MaskTruncated = ptr(s.KLInReward), ptr(s.EntropyCoef), ptr(s.MaskTruncated)
+	m.OverlongPenalty, m.DynamicSampling = ptr(s.OverlongPenalty), ptr(s.DynamicSampling)
+	if s.OverlongBuffer > 0 {
+		m.OverlongBuffer = ptr(s.OverlongBuffer)
+	}
+	m.MaxSampleRounds = ptr(s.MaxSampleRounds)
 }
 
 // ResolvedYAML is the resolved config (see Resolve) as YAML: what

@@ -301,6 +301,37 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	if m.ResponsesMultiplier > 0 {
 		s.ResponsesMultiplier = m.ResponsesMultiplier
 	}
+	if m.AdvantageStd != nil {
+		s.NormalizeStd = *m.AdvantageStd != "none"
+		if s.NormalizeStd {
+			s.AdvantageStd = hacpo.StdScope(*m.AdvantageStd)
+		}
+	}
+	if m.LossAgg != nil {
+		s.LossAgg = hacpo.LossAgg(*m.LossAgg)
+	}
+	if m.SelfRule != nil {
+		s.SelfRule = hacpo.SelfRule(*m.SelfRule)
+	}
+	if m.KLEstimator != nil {
+		s.KLEstimator = hacpo.KLEstimator(*m.KLEstimator)
+	}
+	setB := func(dst *bool, v *bool) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	setB(&s.KLInReward, m.KLInReward)
+	setB(&s.MaskTruncated, m.MaskTruncated)
+	setB(&s.DynamicSampling, m.DynamicSampling)
+	setF(&s.EntropyCoef, m.EntropyCoef)
+	setF(&s.OverlongPenalty, m.OverlongPenalty)
+	if m.MaxSampleRounds != nil {
+		s.MaxSampleRounds = *m.MaxSampleRounds
+	}
+	if err := setOverlongBuffer(&s, cfg); err != nil {
+		return s, err
+	}
 	s.CrossPositiveOnly = m.CrossAdvantage == "positive"
 	switch m.Capability {
 	case "accuracy":
@@ -309,6 +340,9 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 		s.Capability.Metric = hacpo.MeanReward
 	}
 	s.Semantics = hacpo.Semantics(m.Semantics)
+	if s.IsOriginal() && m.LossAgg == nil {
+		s.LossAgg = "" // the original semantics fixes its own (hacpo/doc.go decision 26)
+	}
 	if err := s.Validate(); err != nil {
 		return s, fmt.Errorf("%s: %w", cfg.Where("method"), err)
 	}
@@ -316,6 +350,31 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 		return s, err
 	}
 	return s, nil
+}
+
+// setOverlongBuffer sets the overlong penalty's ramp: method.overlong_buffer,
+// or a fifth of the smallest max_new_tokens of the agents (DAPO's 4096 of
+// 20480), which must fit every agent's max_new_tokens.
+func setOverlongBuffer(s *hacpo.Settings, cfg *config.Config) error {
+	shortest := 0
+	for i, a := range cfg.Agents {
+		if n := a.Sampling.MaxNewTokens; n > 0 && (shortest == 0 || n < cfg.Agents[shortest-1].Sampling.MaxNewTokens) {
+			shortest = i + 1
+		}
+	}
+	if shortest == 0 {
+		return nil // no agent yet (a config being resolved for its defaults)
+	}
+	maxNew := cfg.Agents[shortest-1].Sampling.MaxNewTokens
+	if b := cfg.Method.OverlongBuffer; b != nil {
+		if *b > maxNew {
+			return fmt.Errorf("%s: %d tokens is longer than agent %s's max_new_tokens %d", cfg.Where("method.overlong_buffer"), *b, cfg.Agents[shortest-1].Name, maxNew)
+		}
+		s.OverlongBuffer = *b
+		return nil
+	}
+	s.OverlongBuffer = max(maxNew/5, 1)
+	return nil
 }
 
 // BuildTask makes the training task: a generated task or a dataset.

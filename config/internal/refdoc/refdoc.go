@@ -262,22 +262,30 @@ func section(b *bytes.Buffer, title string, t reflect.Type, docs Docs) {
 func elsewhere(b *bytes.Buffer) error {
 	b.WriteString("\n## Defaults from other packages\n\n")
 	b.WriteString("### Method presets (`method.name`)\n\nThe values the other `method` keys take when left out:\n\n")
-	keys := derivedKeys(reflect.TypeOf(config.Method{}))
-	b.WriteString("| preset |")
-	for _, k := range keys {
-		fmt.Fprintf(b, " %s |", code(k.name))
-	}
-	b.WriteString("\n|---|" + strings.Repeat("---|", len(keys)) + "\n")
-	for _, name := range hacpo.PresetNames() {
-		r, err := train.Resolve(&config.Config{Method: config.Method{Name: name}})
-		if err != nil {
-			return err
+	// Tables of at most presetColumns keys each, so that each stays readable.
+	const presetColumns = 11
+	all := derivedKeys(reflect.TypeOf(config.Method{}))
+	for lo := 0; lo < len(all); lo += presetColumns {
+		keys := all[lo:min(lo+presetColumns, len(all))]
+		if lo > 0 {
+			b.WriteString("\n")
 		}
-		fmt.Fprintf(b, "| %s |", name)
+		b.WriteString("| preset |")
 		for _, k := range keys {
-			fmt.Fprintf(b, " %s |", code(value(reflect.ValueOf(r.Method).Field(k.index))))
+			fmt.Fprintf(b, " %s |", code(k.name))
 		}
-		b.WriteString("\n")
+		b.WriteString("\n|---|" + strings.Repeat("---|", len(keys)) + "\n")
+		for _, name := range hacpo.PresetNames() {
+			r, err := train.Resolve(&config.Config{Method: config.Method{Name: name}})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(b, "| %s |", name)
+			for _, k := range keys {
+				fmt.Fprintf(b, " %s |", code(value(reflect.ValueOf(r.Method).Field(k.index))))
+			}
+			b.WriteString("\n")
+		}
 	}
 
 	b.WriteString("\n### Task options (`task`)\n\nThe values a generated task's options take when left out:\n\n| task | options |\n|---|---|\n")

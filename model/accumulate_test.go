@@ -14,10 +14,30 @@ import (
 // gradient element gets its contributions in token order, straight into
 // one buffer. (A tied embedding matrix gets a pass's head rows and then its
 // input tokens, so how passes fall changes the order of its additions.)
+// So do steps whose gradient has an entropy term (AccumulateEntropy).
 func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 	ctx := context.Background()
-	for _, name := range []string{"gpt-gelu", "llama-gqa", "qwen3-gqa"} {
+	for _, c := range []struct {
+		name    string
+		entropy bool
+	}{{"gpt-gelu", false}, {"llama-gqa", false}, {"qwen3-gqa", false}, {"llama-gqa", true}, {"qwen3-gqa", true}} {
+		name := c.name
 		seqs, w := weightedSeqs(41, 11)
+		var e [][]float32
+		if c.entropy {
+			_, e = weightedSeqs(41, 11) // the same lengths
+			for _, row := range e {
+				slices.Reverse(row)
+			}
+		}
+		accumulate := func(tr *Trainer, lo, hi int) error {
+			if e == nil {
+				_, err := tr.Accumulate(ctx, seqs[lo:hi], w[lo:hi])
+				return err
+			}
+			_, _, err := tr.AccumulateEntropy(ctx, seqs[lo:hi], w[lo:hi], e[lo:hi])
+			return err
+		}
 		step := func(splits []int, procs int) [][]float64 {
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
 			m := newTiny(t, name, 41)
@@ -29,7 +49,7 @@ func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 			for range 2 { // two steps: the moments are used too
 				lo := 0
 				for _, hi := range append(splits, len(seqs)) {
-					if _, err := tr.Accumulate(ctx, seqs[lo:hi], w[lo:hi]); err != nil {
+					if err := accumulate(tr, lo, hi); err != nil {
 						t.Fatal(err)
 					}
 					lo = hi
@@ -51,7 +71,8 @@ func TestNativeStepIndependentOfSplitAndCores(t *testing.T) {
 			got := step(c.splits, c.procs)
 			for i := range want {
 				if !slices.Equal(got[i], want[i]) {
-					t.Fatalf("%s: split at %v on %d cores: parameter %d differs from one call on 2 cores", name, c.splits, c.procs, i)
+					t.Fatalf("%s (entropy term: %v): split at %v on %d cores: parameter %d differs from one call on 2 cores",
+						name, e != nil, c.splits, c.procs, i)
 				}
 			}
 		}

@@ -23,6 +23,17 @@
 //   - Score: per-token log-probs (and entropies) of prompt+response sequences.
 //   - Trainer: Accumulate adds ∇θ Σ w·log p over micro-batches; Apply takes an
 //     AdamW step with global-norm clipping; SaveState/LoadState resume it.
+//     AccumulateEntropy adds ∇θ (Σ w·log p + Σ e·H), H = −Σ_v p_v log p_v
+//     the entropy of the next-token distribution at each response position,
+//     for an entropy bonus (verl's entropy_coeff c: e = −c times the loss's
+//     aggregation weights). The gradient at the logits z is
+//     w·(onehot − p) − e·p ⊙ (log p + H), written out on both engines (on
+//     the graphs, autodiff of H's formula with p held constant would give
+//     zero); with e = 0 it is Accumulate's, bit for bit on the native
+//     engine, and with e = nil it is Accumulate, with no extra pass or
+//     allocation. Tests hold it to finite differences, to PyTorch's
+//     autograd through transformers and PEFT (testdata/entropy_grad.py),
+//     and the engines to each other.
 //
 // # Architectures
 //
@@ -230,7 +241,8 @@
 // fit; norm outputs and the MLP activation are recomputed in the backward
 // pass rather than kept); a scoring pass keeps one layer's at a time; the
 // LM head computes logits, log-probs, entropies and, in training, the
-// gradient dlogits = w·(onehot − softmax) a chunk of rows at a time
+// gradient dlogits = w·(onehot − softmax) (− e·p ⊙ (log p + H) with an
+// entropy term) a chunk of rows at a time
 // (headChunkFloats), so no [tokens × vocabulary] matrix exists; a decoding
 // prefill runs at most passTokenBudget prompt tokens at once, and the KV
 // cache holds SampleOptions.MaxBatch rows (by default as many as fit 2 GiB,

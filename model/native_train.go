@@ -452,35 +452,76 @@ func (dec *decoder) logProbs(tr *trace, withEntropy bool, ar *arena) (lp, ent []
 }
 
 // headBackward returns, per head row of tr, log p(target), adds to g's LM
-// head the gradient of Σ_j w[j]·lp[j] and returns the gradient at the head's
-// input [len(heads),d]. A chunk of rows at a time: the logits, the
-// log-probs, dlogits = w·(onehot(target) − softmax(logits)) in place, then
-// the head's gradients, so no [tokens × vocab] matrix is ever held.
-func (dec *decoder) headBackward(tr *trace, w []float32, g *decoder, ar *arena) ([]float64, []float32) {
+// head the gradient of Σ_j w[j]·lp[j] (+ e[j]·H[j], H the entropy of the
+// row's distribution, when e is not nil) and returns the gradient at the
+// head's input [len(heads),d] and, with e, the H. A chunk of rows at a time:
+// the logits, the log-probs, dlogits = w·(onehot(target) − softmax(logits))
+// − e·p ⊙ (log p + H) in place, then the head's gradients, so no [tokens ×
+// vocab] matrix is ever held.
+func (dec *decoder) headBackward(tr *trace, w, e []float32, g *decoder, ar *arena) ([]float64, []float64, []float32) {
 	V, d, nh := dec.cfg.Vocab, dec.cfg.Dim, len(tr.b.heads)
 	lp := make([]float64, nh)
 	dhr := ar.get(nh * d)
 	R := dec.headRows(nh)
 	logits := ar.get(R * V)
+	ent := entropyRows(e) // assigned once: the closure below copies it, rather than moving it to the heap
 	for lo := 0; lo < nh; lo += R {
 		rows := min(R, nh-lo)
 		hr := tr.hr[lo*d : (lo+rows)*d]
 		dec.head.forward(true, logits, hr, rows)
 		kernel.Parallel(rows, 16, func(r0, r1 int) {
+			var ex []float32 // with e: a row's exp(z − max z), beside its logits
+			if e != nil {
+				ex = make([]float32, V)
+			}
 			for r := r0; r < r1; r++ {
 				j := lo + r
 				row, t := logits[r*V:(r+1)*V], tr.b.targets[j]
 				target := float64(row[t])
-				lse, sum := kernel.LogSumExp(row, row)
+				if e == nil {
+					lse, sum := kernel.LogSumExp(row, row)
+					lp[j] = target - lse
+					kernel.Scale(row, -w[j]/float32(sum)) // as Softmax: the float32 sum, inverted in float32, times −w
+					row[t] += w[j]
+					continue
+				}
+				lse, sum := kernel.LogSumExp(ex, row)
 				lp[j] = target - lse
-				kernel.Scale(row, -w[j]/float32(sum)) // as Softmax: the float32 sum, inverted in float32, times −w
+				h := lse - float64(kernel.Dot(ex, row))/sum
+				ent[j] = h
+				if e[j] == 0 { // as without entropy, bit for bit
+					copy(row, ex)
+					kernel.Scale(row, -w[j]/float32(sum))
+				} else {
+					entropyGrad(row, ex, w[j], e[j], float32(sum), float32(lse-h))
+				}
 				row[t] += w[j]
 			}
 		})
 		dec.head.addGrad(g.head, hr, logits[:rows*V], rows)
 		dec.head.backInput(dhr[lo*d:(lo+rows)*d], logits[:rows*V], rows)
 	}
-	return lp, dhr
+	return lp, ent, dhr
+}
+
+// entropyRows returns a row's entropy for each entropy weight of e: nil
+// for nil e.
+func entropyRows(e []float32) []float64 {
+	if e == nil {
+		return nil
+	}
+	return make([]float64, len(e))
+}
+
+// entropyGrad replaces the logits z of a row by −p ⊙ (w + e·(log p + H)),
+// the gradient of w·log p(target) + e·H without the target's w, given ex =
+// exp(z − max z), their sum and shift = lse − H (log p_j + H = z_j −
+// shift).
+func entropyGrad(z, ex []float32, w, e, sum, shift float32) {
+	inv := 1 / sum
+	for k, x := range z {
+		z[k] = -(ex[k] * inv) * (w + e*(x-shift))
+	}
 }
 
 // nativeScore is Score on the native decoder.
@@ -512,15 +553,15 @@ func (m *Model) nativeScore(seqs []Sequence, withEntropy bool) (lp, ent [][]floa
 }
 
 // nativeGradients adds to acc, a gradient buffer in the host layout (the
-// adapters' layout for a model with LoRA adapters), the
-// gradient of Σ_b Σ_t weights[b][t]·lp[b][t] and returns the lp. Every
-// gradient element gets its contributions added in token order, straight
-// into acc, so the sum does not depend on how sequences were split into
-// calls or passes.
-func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32, acc []float32) ([][]float64, error) {
+// adapters' layout for a model with LoRA adapters), the gradient of
+// Σ_b Σ_t weights[b][t]·lp[b][t] (+ entropy[b][t]·H[b][t] when entropy is
+// not nil) and returns the lp (and the H). Every gradient element gets its
+// contributions added in token order, straight into acc, so the sum does
+// not depend on how sequences were split into calls or passes.
+func (m *Model) nativeGradients(seqs []Sequence, weights, entropy [][]float32, acc []float32) (lp, ent [][]float64, err error) {
 	dec, release, err := m.decoder()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer release()
 	var g *decoder
@@ -529,24 +570,34 @@ func (m *Model) nativeGradients(seqs []Sequence, weights [][]float32, acc []floa
 	} else {
 		g = newDecoder(m.cfg, m.specs, acc)
 	}
-	lp := make([][]float64, len(seqs))
+	lp = make([][]float64, len(seqs))
+	if entropy != nil {
+		ent = make([][]float64, len(seqs))
+	}
 	ar := m.arenas.get()
 	defer m.arenas.put(ar)
 	for _, p := range passes(seqs, m.cfg.trainTokenBudget(seqs)) {
 		part := seqs[p[0]:p[1]]
 		tr := dec.run(newBatch(part), ar, true, nil)
-		var w []float32
+		var w, e []float32
 		for i := range part {
 			w = append(w, weights[p[0]+i]...)
+			if entropy != nil {
+				e = append(e, entropy[p[0]+i]...)
+			}
 		}
-		l, dhr := dec.headBackward(tr, w, g, ar)
+		l, h, dhr := dec.headBackward(tr, w, e, g, ar)
 		for i, s := range part {
-			lp[p[0]+i], l = l[:len(s.Response):len(s.Response)], l[len(s.Response):]
+			n := len(s.Response)
+			lp[p[0]+i], l = l[:n:n], l[n:]
+			if entropy != nil {
+				ent[p[0]+i], h = h[:n:n], h[n:]
+			}
 		}
 		dec.backward(tr, dhr, g, ar)
 		ar.release()
 	}
-	return lp, nil
+	return lp, ent, nil
 }
 
 // backward adds to g the gradient through the blocks, the final norm and

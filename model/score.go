@@ -67,7 +67,7 @@ func (m *Model) score(ctx context.Context, seqs []Sequence, withEntropy bool) (l
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
-		b := packSequences(seqs, rows, nil)
+		b := packSequences(seqs, rows, nil, nil)
 		out, err := call(e, params, b.tokens, b.targets)
 		if err != nil {
 			return nil, nil, err
@@ -92,7 +92,8 @@ func fullSequence(n *net, tokens *Node) *Node {
 }
 
 // tokenLogProbs returns log softmax(logits)[target] [B,T] and, if asked, the
-// entropy −Σ p·log p [B,T] of each position's distribution. The log-sum-exp
+// entropy H = −Σ p·log p [B,T] of each position's distribution (in a
+// training graph with its gradient dH/dz = −p ⊙ (log p + H)). The log-sum-exp
 // comes from the fused softmax, lse = max − log(max p), and its gradient, p,
 // is attached by hand, so no scalar Exp runs (see softmax).
 func (n *net) tokenLogProbs(logits, targets *Node, withEntropy bool) (lp, ent *Node) {
@@ -110,6 +111,15 @@ func (n *net) tokenLogProbs(logits, targets *Node, withEntropy bool) (lp, ent *N
 	lp = Sub(Gather(logits, idx), lse)
 	if withEntropy {
 		ent = Sub(lse, ReduceSum(Mul(p, logits), -1))
+		if n.train {
+			// Autodiff of this form would give dH/dz = p − p = 0 (p is held
+			// constant); the true gradient, dH/dz_j = −p_j·(log p_j + H), is
+			// attached by hand.
+			ent = StopGradient(ent)
+			logp := Sub(StopGradient(logits), ExpandAxes(StopGradient(lse), -1))
+			shifted := Add(logp, ExpandAxes(ent, -1))
+			ent = n.withGradient(ent, logits, func(v *Node) *Node { return Neg(Mul(v, Mul(p, shifted))) })
+		}
 	}
 	return lp, ent
 }
@@ -151,11 +161,13 @@ type packed struct {
 	tokens  *tensors.Tensor // int32 [B,T]
 	targets *tensors.Tensor // int32 [B,T]
 	weights *tensors.Tensor // [B,T] response-token weights (training), else nil
+	entropy *tensors.Tensor // [B,T] response-token entropy weights (AccumulateEntropy), else nil
 }
 
-// packSequences packs seqs[rows]; weights (indexed like seqs, one per
-// response token) are laid out at the response positions if not nil.
-func packSequences(seqs []Sequence, rows []int, weights [][]float32) *packed {
+// packSequences packs seqs[rows]; weights and entropy (indexed like seqs,
+// one per response token) are laid out at the response positions if not
+// nil.
+func packSequences(seqs []Sequence, rows []int, weights, entropy [][]float32) *packed {
 	longest := 1
 	for _, r := range rows {
 		longest = max(longest, len(seqs[r].Prompt)+len(seqs[r].Response)-1)
@@ -163,28 +175,32 @@ func packSequences(seqs []Sequence, rows []int, weights [][]float32) *packed {
 	b := &packed{seqs: seqs, rows: rows, B: batchBucket(len(rows)), T: lengthBucket(longest)}
 	tok := make([]int32, b.B*b.T)
 	tgt := make([]int32, b.B*b.T)
-	var w []float32
-	if weights != nil {
-		w = make([]float32, b.B*b.T)
-	}
 	for i, r := range rows {
 		s := seqs[r]
 		all := append(s.Prompt[:len(s.Prompt):len(s.Prompt)], s.Response...)
 		for t := 0; t+1 < len(all); t++ {
 			tok[i*b.T+t], tgt[i*b.T+t] = int32(all[t]), int32(all[t+1])
 		}
-		for j := range s.Response {
-			if w != nil {
-				w[i*b.T+len(s.Prompt)-1+j] = weights[r][j]
-			}
-		}
 	}
 	b.tokens = tensors.FromFlatDataAndDimensions(tok, b.B, b.T)
 	b.targets = tensors.FromFlatDataAndDimensions(tgt, b.B, b.T)
-	if w != nil {
-		b.weights = tensors.FromFlatDataAndDimensions(w, b.B, b.T)
-	}
+	b.weights = b.responseValues(weights)
+	b.entropy = b.responseValues(entropy)
 	return b
+}
+
+// responseValues lays out v (indexed like b.seqs, one value per response
+// token) at the response positions of a [B,T] tensor, zero elsewhere; nil
+// for nil v.
+func (b *packed) responseValues(v [][]float32) *tensors.Tensor {
+	if v == nil {
+		return nil
+	}
+	flat := make([]float32, b.B*b.T)
+	for i, r := range b.rows {
+		copy(flat[i*b.T+len(b.seqs[r].Prompt)-1:], v[r][:len(b.seqs[r].Response)])
+	}
+	return tensors.FromFlatDataAndDimensions(flat, b.B, b.T)
 }
 
 // unpack copies the response positions of a [B,T] pass output into dst

@@ -116,40 +116,70 @@ func (t *Trainer) Step() int64 { return t.step }
 // gradient is dLoss/dθ; for supervised cross-entropy, weights are
 // −1/(number of tokens).
 func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]float32) ([][]float32, error) {
+	lp, _, err := t.accumulate(ctx, "Accumulate", seqs, weights, nil)
+	return lp, err
+}
+
+// AccumulateEntropy is Accumulate for the surrogate
+//
+//	Σ_b Σ_t weights[b][t]·lp[b][t] + entropy[b][t]·H[b][t]
+//
+// where H[b][t] = −Σ_v p_v log p_v is the entropy of the model's
+// next-token distribution (temperature 1) at the position that predicts
+// seqs[b].Response[t]; entropy[b] has one entry per response token. It
+// returns lp and H as computed. An entropy bonus of coefficient c on a loss
+// that averages the entropy with aggregation weights a[b][t] has entropy =
+// −c·a. The gradient of H at that position's logits z is
+// dH/dz_j = −p_j (log p_j + H). With entropy == nil it is Accumulate, and
+// H is nil.
+func (t *Trainer) AccumulateEntropy(ctx context.Context, seqs []Sequence, weights, entropy [][]float32) (lp, H [][]float32, err error) {
+	return t.accumulate(ctx, "AccumulateEntropy", seqs, weights, entropy)
+}
+
+// accumulate is Accumulate and AccumulateEntropy; op names the caller in
+// errors.
+func (t *Trainer) accumulate(ctx context.Context, op string, seqs []Sequence, weights, entropy [][]float32) (lp, H [][]float32, err error) {
 	if err := t.m.checkSequences(seqs); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(weights) != len(seqs) {
-		return nil, fmt.Errorf("model: Accumulate: %d weight rows for %d sequences", len(weights), len(seqs))
+	if err := checkRows(op, "weight", seqs, weights); err != nil {
+		return nil, nil, err
 	}
-	for i, w := range weights {
-		if len(w) != len(seqs[i].Response) {
-			return nil, fmt.Errorf("model: Accumulate: sequence %d has %d response tokens but %d weights",
-				i, len(seqs[i].Response), len(w))
+	if entropy != nil {
+		if err := checkRows(op, "entropy weight", seqs, entropy); err != nil {
+			return nil, nil, err
 		}
 	}
 	if t.m.native() {
-		return t.accumulateNative(seqs, weights)
+		return t.accumulateNative(seqs, weights, entropy)
 	}
 	if t.pending { // left by the native engine
 		t.acc = t.accTensors()
 	}
 	np := len(t.specs())
+	withEntropy := entropy != nil
 	params := t.m.snapshot()
-	lp := make([][]float64, len(seqs))
+	lp64 := make([][]float64, len(seqs))
+	var ent [][]float64
+	if withEntropy {
+		ent = make([][]float64, len(seqs))
+	}
 	for _, rows := range planChunks(inputLengths(seqs), t.m.cfg.Vocab) {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		b := packSequences(seqs, rows, weights)
+		b := packSequences(seqs, rows, weights, entropy)
 		args := []any{b.tokens, b.targets, b.weights}
-		e := t.m.gradExec()
+		if withEntropy {
+			args = append(args, b.entropy)
+		}
+		e := t.m.gradExec(withEntropy)
 		if t.acc != nil {
-			e = t.m.accumulateExec()
+			e = t.m.accumulateExec(withEntropy)
 			for _, a := range t.acc {
 				d, err := DonateTensorBuffer(a, t.m.backend, compute.DeviceNum(0))
 				if err != nil {
-					return nil, fmt.Errorf("model: Accumulate: %w", err)
+					return nil, nil, fmt.Errorf("model: %s: %w", op, err)
 				}
 				args = append(args, d)
 			}
@@ -157,17 +187,38 @@ func (t *Trainer) Accumulate(ctx context.Context, seqs []Sequence, weights [][]f
 		}
 		out, err := call(e, params, args...)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		t.acc = out[:np]
-		b.unpack(float64s(out[np]), lp)
+		b.unpack(float64s(out[np]), lp64)
+		if withEntropy {
+			b.unpack(float64s(out[np+1]), ent)
+		}
 	}
-	return to32(lp), nil
+	if withEntropy {
+		H = to32(ent)
+	}
+	return to32(lp64), H, nil
 }
 
-// accumulateNative is Accumulate on the native decoder: the gradient is
+// checkRows checks that rows has one row per sequence and one value per
+// response token; what names the values in errors.
+func checkRows(op, what string, seqs []Sequence, rows [][]float32) error {
+	if len(rows) != len(seqs) {
+		return fmt.Errorf("model: %s: %d %s rows for %d sequences", op, len(rows), what, len(seqs))
+	}
+	for i, w := range rows {
+		if len(w) != len(seqs[i].Response) {
+			return fmt.Errorf("model: %s: sequence %d has %d response tokens but %d %ss",
+				op, i, len(seqs[i].Response), len(w), what)
+		}
+	}
+	return nil
+}
+
+// accumulateNative is accumulate on the native decoder: the gradient is
 // added to the accumulator on the host.
-func (t *Trainer) accumulateNative(seqs []Sequence, weights [][]float32) ([][]float32, error) {
+func (t *Trainer) accumulateNative(seqs []Sequence, weights, entropy [][]float32) (lp, H [][]float32, err error) {
 	if t.acc != nil { // left by the graph engine
 		t.hostAcc, t.acc, t.pending = flatFromTensors(t.specs(), t.acc), nil, true
 	}
@@ -175,12 +226,15 @@ func (t *Trainer) accumulateNative(seqs []Sequence, weights [][]float32) ([][]fl
 		_, total := flatLayout(t.specs())
 		t.hostAcc = make([]float32, total)
 	}
-	lp, err := t.m.nativeGradients(seqs, weights, t.hostAcc)
+	lp64, ent, err := t.m.nativeGradients(seqs, weights, entropy, t.hostAcc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	t.pending = true
-	return to32(lp), nil
+	if entropy != nil {
+		H = to32(ent)
+	}
+	return to32(lp64), H, nil
 }
 
 // accTensors returns the accumulated gradient as tensors (for the graphs)
@@ -225,36 +279,63 @@ func (t *Trainer) nativeMoments() (mom, vel []float32) {
 	return t.hostMom, t.hostVel
 }
 
-// surrogateGrads returns the gradients of Σ weights·lp with respect to the
-// trainable parameters (every parameter, or an adapted model's adapters),
-// and lp [B,T].
-func surrogateGrads(n *net, tokens, targets, weights *Node) (grads []*Node, lp *Node) {
+// surrogateGrads returns the gradients of Σ weights·lp (+ Σ entropy·H when
+// entropy is not nil) with respect to the trainable parameters (every
+// parameter, or an adapted model's adapters), lp [B,T] and, with entropy,
+// H [B,T].
+func surrogateGrads(n *net, tokens, targets, weights, entropy *Node) (grads []*Node, lp, ent *Node) {
 	n.train = true
-	lp, _ = n.tokenLogProbs(n.head(fullSequence(n, tokens)), targets, false)
+	lp, ent = n.tokenLogProbs(n.head(fullSequence(n, tokens)), targets, entropy != nil)
 	surrogate := ReduceAllSum(Mul(ConvertDType(weights, lp.DType()), lp))
+	if entropy != nil {
+		surrogate = Add(surrogate, ReduceAllSum(Mul(ConvertDType(entropy, ent.DType()), ent)))
+	}
 	params, _ := n.trainable()
-	return Gradient(surrogate, params...), lp
+	return Gradient(surrogate, params...), lp, ent
 }
 
-// gradExec: tokens, targets, weights → gradients… (of the trainable
-// parameters), lp.
-func (m *Model) gradExec() *Exec {
-	return m.exec("grad", func(n *net, in []*Node) []*Node {
-		grads, lp := surrogateGrads(n, in[0], in[1], in[2])
-		return append(grads, lp)
+// gradExec: tokens, targets, weights[, entropy weights] → gradients… (of
+// the trainable parameters), lp[, H].
+func (m *Model) gradExec(withEntropy bool) *Exec {
+	return m.exec(trainExecName("grad", withEntropy), func(n *net, in []*Node) []*Node {
+		return surrogateOutputs(n, in, withEntropy, false)
 	})
 }
 
-// accumulateExec: tokens, targets, weights, accumulated gradients… →
-// accumulated + new gradients…, lp.
-func (m *Model) accumulateExec() *Exec {
-	return m.exec("accumulate", func(n *net, in []*Node) []*Node {
-		grads, lp := surrogateGrads(n, in[0], in[1], in[2])
-		for i, a := range in[3:] {
+// accumulateExec: tokens, targets, weights[, entropy weights], accumulated
+// gradients… → accumulated + new gradients…, lp[, H].
+func (m *Model) accumulateExec(withEntropy bool) *Exec {
+	return m.exec(trainExecName("accumulate", withEntropy), func(n *net, in []*Node) []*Node {
+		return surrogateOutputs(n, in, withEntropy, true)
+	})
+}
+
+func trainExecName(name string, withEntropy bool) string {
+	if withEntropy {
+		return name + "+entropy"
+	}
+	return name
+}
+
+// surrogateOutputs is the body of gradExec and accumulateExec (accumulate:
+// the inputs end with the accumulated gradients, added to the new ones).
+func surrogateOutputs(n *net, in []*Node, withEntropy, accumulate bool) []*Node {
+	var entropy *Node
+	rest := in[3:]
+	if withEntropy {
+		entropy, rest = in[3], in[4:]
+	}
+	grads, lp, ent := surrogateGrads(n, in[0], in[1], in[2], entropy)
+	if accumulate {
+		for i, a := range rest {
 			grads[i] = Add(a, grads[i])
 		}
-		return append(grads, lp)
-	})
+	}
+	out := append(grads, lp)
+	if withEntropy {
+		out = append(out, ent)
+	}
+	return out
 }
 
 // Apply takes one AdamW step with the accumulated gradient at learningRate

@@ -118,35 +118,15 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		v["retokenize/changed_frac"] = float64(changed) / math.Max(float64(total), 1)
 	}
 
-	// Advantages per prompt group, from learner k's side.
-	adv := make([]float64, len(pool.Rollouts))
-	for _, g := range pool.Groups() {
-		var idx []int
-		var group []hacpo.Response
-		for _, i := range g {
-			ro := &pool.Rollouts[i]
-			if ro.Source == k || r.algo.SharesRollouts {
-				idx = append(idx, i)
-				group = append(group, hacpo.Response{Source: ro.Source, Reward: ro.Reward})
-			}
-		}
-		as, err := r.algo.Advantages(k, group, r.tracker.Omega)
-		if err != nil {
-			return fmt.Errorf("step %d: learner %s: advantages: %w", step+1, a.Name, err)
-		}
-		for n, i := range idx {
-			adv[i] = as[n]
-		}
-	}
+	// The learner's settings: seq-mean-token-sum-norm divides by its longest
+	// response (Dr. GRPO's constant generation length).
+	algo := r.algo
+	algo.LossAggTokens = a.MaxResponse()
 
 	// Pool indices by source, in the order PlanMiniBatches numbers them.
 	bySource := make([][]int, len(r.names))
 	for i, ro := range pool.Rollouts {
 		bySource[ro.Source] = append(bySource[ro.Source], i)
-	}
-	plan, err := r.algo.PlanStep(k, seqLengths(pool, bySource, src.lens), r.cfg.Batch.MiniBatch)
-	if err != nil {
-		return fmt.Errorf("step %d: learner %s: %w", step+1, a.Name, err)
 	}
 
 	// Reference log-probs of the learner's own responses, for the KL term.
@@ -164,6 +144,19 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		ref = sc.LogProbs
 	}
 
+	rewards, err := r.learnerRewards(k, pool, bySource[k], ref, v)
+	if err != nil {
+		return fmt.Errorf("step %d: learner %s: %w", step+1, a.Name, err)
+	}
+	adv, err := r.advantages(k, pool, rewards)
+	if err != nil {
+		return fmt.Errorf("step %d: learner %s: advantages: %w", step+1, a.Name, err)
+	}
+	plan, err := algo.PlanStep(k, seqLengths(pool, bySource, src.lens), r.cfg.Batch.MiniBatch)
+	if err != nil {
+		return fmt.Errorf("step %d: learner %s: %w", step+1, a.Name, err)
+	}
+
 	lr := learningRate(a.Opt, step, r.cfg.Steps)
 	var stats hacpo.Stats
 	var policy, kl, gradNorm float64
@@ -177,7 +170,8 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 			i := bySource[sr.Source][sr.Index]
 			it := view.Items[i]
 			ro := it.Rollout
-			s := hacpo.Sample{Self: it.Self, Source: ro.Source, Advantage: adv[i], OldMeanLogProb: ro.OldMeanLogProb()}
+			s := hacpo.Sample{Self: it.Self, Source: ro.Source, Advantage: adv[i], OldMeanLogProb: ro.OldMeanLogProb(),
+				Masked: algo.MaskTruncated && !ro.Stopped}
 			if it.Self {
 				s.OldLogProbs = ro.OldLogProbs
 				if ref != nil {
@@ -207,7 +201,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 			}
 			lp = sc.LogProbs
 		}
-		loss, grad, err := r.algo.MiniBatchLoss(m, samples, lp)
+		loss, grad, err := algo.MiniBatchLoss(m, samples, lp)
 		if err != nil {
 			return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
 		}
@@ -256,6 +250,9 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	v["grad_norm"] = gradNorm / n
 	v["ratio/self_mean"] = stats.SelfRatioMean()
 	v["clip/self_frac"] = stats.SelfClipFrac()
+	if algo.MaskTruncated {
+		v["masked_frac"] = float64(stats.Masked) / math.Max(float64(stats.Sequences), 1)
+	}
 	if r.algo.SharesRollouts {
 		v["ratio/cross_mean"] = stats.CrossRatioMean()
 		v["clip/cross_lower_frac"] = stats.CrossLowerFrac()
@@ -267,6 +264,67 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	v["time/update"] = el
 	v["tokens_per_s"] = float64(trainedTokens) / math.Max(el, 1e-9)
 	return nil
+}
+
+// learnerRewards returns the rewards learner k's advantages use, by pool
+// index: each rollout's reward, less, under kl_in_reward, the KL penalty of
+// the learner's own responses (own lists their pool indices, ref their
+// reference log-probs in that order); the penalty's mean is the metric
+// kl/reward_penalty.
+func (r *Run) learnerRewards(k int, pool *rollout.Pool, own []int, ref [][]float32, v map[string]float64) ([]float64, error) {
+	rewards := make([]float64, len(pool.Rollouts))
+	for i := range pool.Rollouts {
+		rewards[i] = pool.Rollouts[i].Reward
+	}
+	if !r.algo.KLInReward {
+		return rewards, nil
+	}
+	if len(ref) != len(own) {
+		return nil, fmt.Errorf("kl_in_reward: %d reference scores for %d responses", len(ref), len(own))
+	}
+	sum := 0.0
+	for n, i := range own {
+		p, err := r.algo.KLPenalty(pool.Rollouts[i].OldLogProbs, ref[n])
+		if err != nil {
+			return nil, fmt.Errorf("response %d: %w", n, err)
+		}
+		rewards[i] -= p
+		sum += p
+	}
+	v["kl/reward_penalty"] = sum / math.Max(float64(len(own)), 1)
+	return rewards, nil
+}
+
+// advantages returns learner k's advantage of every rollout of the pool, by
+// pool index, from rewards (by pool index): the groups it uses, one per
+// prompt, through hacpo's BatchAdvantages (which scales by the batch's std
+// when the method says so). Rollouts it does not use get 0.
+func (r *Run) advantages(k int, pool *rollout.Pool, rewards []float64) ([]float64, error) {
+	var idx [][]int
+	var groups [][]hacpo.Response
+	for _, g := range pool.Groups() {
+		var ix []int
+		var group []hacpo.Response
+		for _, i := range g {
+			ro := &pool.Rollouts[i]
+			if ro.Source == k || r.algo.SharesRollouts {
+				ix = append(ix, i)
+				group = append(group, hacpo.Response{Source: ro.Source, Reward: rewards[i]})
+			}
+		}
+		idx, groups = append(idx, ix), append(groups, group)
+	}
+	as, err := r.algo.BatchAdvantages(k, groups, r.tracker.Omega)
+	if err != nil {
+		return nil, err
+	}
+	adv := make([]float64, len(pool.Rollouts))
+	for p, ix := range idx {
+		for n, i := range ix {
+			adv[i] = as[p][n]
+		}
+	}
+	return adv, nil
 }
 
 // methodSettings turns the config's method section into hacpo settings.

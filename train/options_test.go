@@ -1,0 +1,174 @@
+package train
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/rollout"
+)
+
+// optionsRun trains tinyConfig's three agents for one step with method m
+// (the inside of a YAML flow mapping: "grpo, kl_coef: 0") and logged rollouts, and returns the first
+// mini-batch's gradient weights per agent, the step's rollout log and the
+// metrics.
+func optionsRun(t *testing.T, m string) (map[string][][]float32, []rollout.Record, []metrics.Record) {
+	t.Helper()
+	cfg := tinyConfig(t, t.TempDir(), m, 1)
+	cfg.Eval.Every, cfg.Eval.Sets = 0, nil
+	cfg.Rollouts.Every = 1
+	run, err := New(context.Background(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grads := map[string][][]float32{}
+	run.gradHook = func(step int, agent string, m int, grad [][]float32) {
+		if m == 0 {
+			rows := make([][]float32, len(grad))
+			for b := range grad {
+				rows[b] = append([]float32(nil), grad[b]...)
+			}
+			grads[agent] = rows
+		}
+	}
+	if _, err := run.Train(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := rollout.ReadLog(rollout.LogPath(cfg.Out, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return grads, recs, ms
+}
+
+// The loss options reach the update: in the first mini-batch of a step the
+// policy is the sampling policy (every ratio exactly 1), so each token's
+// gradient weight is −A times the aggregation's scale, which this test
+// recomputes from the rollout log's advantages and the agents'
+// max_new_tokens (24, 24 and 16) — checking that the options are wired, per
+// learner, not the formulas (package hacpo's tests do that).
+func TestLossOptionsReachTheUpdate(t *testing.T) {
+	maxNew := map[string]int{"gpt-char": 24, "llama-char": 24, "llama-bpe": 16}
+	cases := []struct {
+		method string
+		// scale of a token of row b given the rows' lengths and the agent.
+		scale func(lens []int, masked []bool, b int, agent string) float64
+		mask  bool
+	}{
+		{"dr_grpo", func(lens []int, masked []bool, b int, agent string) float64 {
+			return 1 / float64(len(lens)*maxNew[agent])
+		}, false},
+		{"cispo", func(lens []int, masked []bool, b int, agent string) float64 {
+			n := 0
+			for _, l := range lens {
+				n += l
+			}
+			return 1 / float64(n)
+		}, false},
+		{"grpo, mask_truncated: true, kl_coef: 0", func(lens []int, masked []bool, b int, agent string) float64 {
+			kept := 0
+			for _, m := range masked {
+				if !m {
+					kept++
+				}
+			}
+			return 1 / float64(lens[b]) / float64(kept)
+		}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.method, func(t *testing.T) {
+			grads, recs, ms := optionsRun(t, c.method)
+			if len(grads) != 3 {
+				t.Fatalf("first mini-batches of %d agents, want 3", len(grads))
+			}
+			masked := 0
+			for agent, rows := range grads {
+				var adv []float64
+				var trunc []bool
+				for _, r := range recs {
+					if r.Agent == agent {
+						adv = append(adv, r.Learners[0].Advantage)
+						trunc = append(trunc, r.Truncated)
+					}
+				}
+				if len(adv) != len(rows) {
+					t.Fatalf("%s: %d logged responses, %d gradient rows", agent, len(adv), len(rows))
+				}
+				lens := make([]int, len(rows))
+				for b := range rows {
+					lens[b] = len(rows[b])
+				}
+				for b, row := range rows {
+					want := float32(-adv[b] * c.scale(lens, trunc, b, agent))
+					if c.mask && trunc[b] {
+						want = 0
+						masked++
+					}
+					for tk, g := range row {
+						if g != want && !(c.mask && !trunc[b] && math.Abs(float64(g-want)) <= 1e-7*math.Abs(float64(want))) {
+							t.Fatalf("%s row %d token %d: weight %v, want %v (advantage %v)", agent, b, tk, g, want, adv[b])
+						}
+					}
+				}
+			}
+			if c.mask {
+				if masked == 0 {
+					t.Fatal("no truncated response to mask: the case checks nothing")
+				}
+				for _, r := range ms {
+					if r.Agent != "" && r.Values["masked_frac"] != r.Values["length/truncated_frac"] {
+						t.Errorf("%s: masked_frac %v, truncated_frac %v", r.Agent, r.Values["masked_frac"], r.Values["length/truncated_frac"])
+					}
+				}
+			}
+		})
+	}
+}
+
+// kl_in_reward moves the KL into the rewards: the loss has none, the
+// advantages are those of the penalised rewards, and a method that shares
+// rollouts refuses it, naming the key.
+func TestKLInReward(t *testing.T) {
+	_, recs, ms := optionsRun(t, "grpo, kl_coef: 0.05, kl_in_reward: true, kl_estimator: k1")
+	for _, r := range ms {
+		if r.Agent == "" {
+			continue
+		}
+		if _, ok := r.Values["kl/reward_penalty"]; !ok || r.Values["loss/kl"] != 0 {
+			t.Errorf("%s: kl/reward_penalty %v, loss/kl %v", r.Agent, r.Values["kl/reward_penalty"], r.Values["loss/kl"])
+		}
+	}
+	// Each group's advantages sum to 0 (mean baseline) but are not those of
+	// the task rewards alone: the penalty differs per response.
+	differs := false
+	for i := 0; i+1 < len(recs); i += 2 {
+		a, b := recs[i], recs[i+1]
+		if a.Agent != b.Agent || a.Prompt != b.Prompt {
+			t.Fatalf("records %d, %d are not one group", i, i+1)
+		}
+		if s := a.Learners[0].Advantage + b.Learners[0].Advantage; math.Abs(s) > 1e-9 {
+			t.Errorf("group advantages sum to %v", s)
+		}
+		if a.Reward == b.Reward && a.Learners[0].Advantage != 0 {
+			differs = true
+		}
+	}
+	if !differs {
+		t.Log("no group with equal task rewards and a non-zero advantage (the penalty separated none)")
+	}
+
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, "hacpo", 1)
+	yes, coef := true, 0.05
+	cfg.Method.KLInReward, cfg.Method.KLCoef = &yes, &coef
+	if _, err := New(context.Background(), cfg, Options{}); err == nil || !strings.Contains(err.Error(), "kl_in_reward") || !strings.Contains(err.Error(), "method") {
+		t.Errorf("hacpo with kl_in_reward: %v", err)
+	}
+}

@@ -519,6 +519,7 @@ func entropyRows(e []float32) []float64 {
 // shift).
 func entropyGrad(z, ex []float32, w, e, sum, shift float32) {
 	inv := 1 / sum
+	ex = ex[:len(z)] // one bounds check, not one per element
 	for k, x := range z {
 		z[k] = -(ex[k] * inv) * (w + e*(x-shift))
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/rollout"
 )
@@ -17,7 +18,12 @@ import (
 // metrics.
 func optionsRun(t *testing.T, m string) (map[string][][]float32, []rollout.Record, []metrics.Record) {
 	t.Helper()
-	cfg := tinyConfig(t, t.TempDir(), m, 1)
+	dir := t.TempDir()
+	cfg := tinyConfig(t, dir, m, 1)
+	// Rewards that vary within groups (testdata/logreward.py: by length),
+	// so that advantages are not all 0 as an untrained model's would be.
+	cfg.Reward = &config.Reward{Command: []string{pythonPath(t), "testdata/logreward.py", filepath.Join(dir, "reward.log")},
+		Timeout: config.DefaultRewardTimeout, StartTimeout: config.DefaultRewardStartTimeout}
 	cfg.Eval.Every, cfg.Eval.Sets = 0, nil
 	cfg.Rollouts.Every = 1
 	run, err := New(context.Background(), cfg, Options{})
@@ -100,6 +106,13 @@ func TestLossOptionsReachTheUpdate(t *testing.T) {
 				}
 				if len(adv) != len(rows) {
 					t.Fatalf("%s: %d logged responses, %d gradient rows", agent, len(adv), len(rows))
+				}
+				nonzero := false
+				for _, a := range adv {
+					nonzero = nonzero || a != 0
+				}
+				if !nonzero {
+					t.Fatalf("%s: every advantage is 0: the case checks nothing", agent)
 				}
 				lens := make([]int, len(rows))
 				for b := range rows {

@@ -222,6 +222,15 @@ type Method struct {
 	// dynamic sampling, the first included; a step that still lacks prompts
 	// trains on those it has (metric dynamic/kept_prompts).
 	MaxSampleRounds *int `yaml:"max_sample_rounds,omitempty" json:"max_sample_rounds,omitempty" derived:"the preset's (see below)"`
+	// RolloutIS corrects for samplers that are not the trainer (rollout
+	// engine openai, sample_dtype bfloat16): each response's policy term is
+	// weighted by min(π_old/π_sampler, rollout_is_cap), per token (token), or
+	// per sequence from the sum (sequence) or mean (geometric) of the
+	// log-ratios; off: no correction. token is refused with shared rollouts.
+	// See hacpo/doc.go, decision 33.
+	RolloutIS *string `yaml:"rollout_is,omitempty" json:"rollout_is,omitempty" derived:"the preset's (see below)"`
+	// RolloutISCap (≥ 1) truncates those weights.
+	RolloutISCap *float64 `yaml:"rollout_is_cap,omitempty" json:"rollout_is_cap,omitempty" derived:"the preset's (see below)"`
 }
 
 // Task names a generated task and its options. Options left out take the
@@ -321,9 +330,33 @@ type Reward struct {
 	BatchSize int `yaml:"batch_size,omitempty" json:"batch_size,omitempty"`
 	// Eval also scores the evaluation sets of the task's splits and of
 	// dataset files with this reward (correct = the answer's "correct",
-	// else reward >= 1); default false: evaluation keeps the task's own
-	// checker. Benchmark sets always keep the math verifier.
+	// else reward >= the range's max); default false: evaluation keeps the
+	// task's own checker. Benchmark sets always keep the math verifier.
 	Eval bool `yaml:"eval,omitempty" json:"eval,omitempty"`
+	// Range is [min, max], the rewards this reward gives; an answer outside
+	// it stops the run. min is the reward of a plain failure: HACPO's
+	// capability-weighted baseline is anchored there, and its guard caps the
+	// baseline at max (hacpo/doc.go decision 32).
+	Range []float64 `yaml:"range,omitempty" json:"range,omitempty" derived:"[0, 1]"`
+	// SuccessAbove is the threshold above which a reward counts as a success
+	// for an agent's capability (method.capability accuracy), in [min, max).
+	SuccessAbove *float64 `yaml:"success_above,omitempty" json:"success_above,omitempty" derived:"the range's min"`
+}
+
+// RewardRange returns the reward range and success threshold of the run:
+// the external reward's range and success_above, or [0, 1] and 0 for a
+// task's own checker (and their defaults).
+func (c *Config) RewardRange() (min, max, successAbove float64) {
+	min, max = 0, 1
+	r := c.Reward
+	if r != nil && len(r.Range) == 2 {
+		min, max = r.Range[0], r.Range[1]
+	}
+	successAbove = min
+	if r != nil && r.SuccessAbove != nil {
+		successAbove = *r.SuccessAbove
+	}
+	return min, max, successAbove
 }
 
 // Defaults of reward.timeout and reward.start_timeout.
@@ -375,6 +408,20 @@ func validateReward(r *Reward, bad func(path, format string, args ...any)) {
 	}
 	if r.BatchSize < 0 {
 		bad("reward.batch_size", "must be >= 0 (0 = a whole step per request), got %d", r.BatchSize)
+	}
+	if r.Range != nil {
+		if len(r.Range) != 2 || !(r.Range[0] < r.Range[1]) || math.IsInf(r.Range[0], 0) || math.IsInf(r.Range[1], 0) {
+			bad("reward.range", "must be [min, max] with finite min < max, got %v", r.Range)
+		}
+	}
+	if r.SuccessAbove != nil {
+		lo, hi := 0.0, 1.0
+		if len(r.Range) == 2 {
+			lo, hi = r.Range[0], r.Range[1]
+		}
+		if v := *r.SuccessAbove; !(v >= lo && v < hi) {
+			bad("reward.success_above", "must be in [min, max) of the reward range [%g, %g], got %g", lo, hi, v)
+		}
 	}
 }
 
@@ -1496,6 +1543,7 @@ func validateMethod(m Method, bad badFunc) {
 		{"clip_low", m.ClipLow, func(x float64) bool { return x >= 0 && x <= 1 }, "in [0, 1) (1, no lower bound, with self_rule cispo)"},
 		{"entropy_coef", m.EntropyCoef, func(x float64) bool { return x >= 0 }, ">= 0 (0 = no entropy bonus)"},
 		{"overlong_penalty", m.OverlongPenalty, func(x float64) bool { return x >= 0 }, ">= 0 (0 = off)"},
+		{"rollout_is_cap", m.RolloutISCap, func(x float64) bool { return x >= 1 }, ">= 1"},
 		{"clip_high", m.ClipHigh, func(x float64) bool { return x >= 0 }, ">= 0"},
 		{"kl_coef", m.KLCoef, func(x float64) bool { return x >= 0 }, ">= 0 (0 = no KL term)"},
 		{"omega_min", m.OmegaMin, func(x float64) bool { return x > 0 }, "> 0"},
@@ -1523,6 +1571,7 @@ func validateMethod(m Method, bad badFunc) {
 		{"advantage_std", m.AdvantageStd, []string{"group", "batch", "none"}},
 		{"self_rule", m.SelfRule, []string{"ppo", "cispo"}},
 		{"kl_estimator", m.KLEstimator, []string{"k1", "k2", "k3"}},
+		{"rollout_is", m.RolloutIS, []string{"off", "token", "sequence", "geometric"}},
 	} {
 		if f.v != nil && !slices.Contains(f.valid, *f.v) {
 			bad("method."+f.key, "must be one of %s, got %q", strings.Join(f.valid, ", "), *f.v)

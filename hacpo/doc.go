@@ -28,6 +28,13 @@
 //	       L_m = min(1, 1 − δ + m·δ_step)
 //	plus KLCoef × the token-mean k3 KL to the reference model, on self samples only.
 //
+// with the loss the mean over the mini-batch's sequences: the paper's. Decisions
+// 27–33 add verl's and TRL's options to every method: the loss aggregation, the
+// advantage's std scope (Settings.AdvantageStd), CISPO's self rule, the KL
+// estimator and KL in the reward, an entropy bonus, masked truncated responses,
+// DAPO's overlong penalty and dynamic sampling, rewards in any range, and the
+// rollout correction for samplers that are not the trainer.
+//
 // Settings.SelfTerm, CrossTerm, TokenTerm and KL3 are the per-sequence (per-token)
 // scalar pieces, each returning its value and derivative; MiniBatchLoss is built
 // from them. Methods are Settings values: Preset("hacpo" | "gspo" | "gspo2x" |
@@ -143,12 +150,13 @@
 //     negative cross samples, since their ratio sits below 1 − ε_low); no preset
 //     sets it.
 //  21. Rewards from outside [§7]: a user's own reward (a command or an HTTP endpoint,
-//     docs/reward.md) must lie in [0, 1], the range the paper's verifiable rewards
-//     have: the weighted baseline's guard and the capability P̂ (the fraction of
-//     rewards > 0 under capability: accuracy) assume it. Partial credit for wrong
-//     answers would count them as successes, so such a reward should be paired with
-//     capability: mean_reward; the examples do. This package does not enforce the
-//     range (it only refuses non-finite rewards, decision 18): the reward client does.
+//     docs/reward.md) lies in the range it declares (reward.range, [0, 1] by
+//     default, the range the paper's verifiable rewards have); the reward client
+//     enforces it, and decision 32 says how the baseline and the capability use it.
+//     Partial credit for wrong answers would count them as successes under
+//     capability: accuracy unless reward.success_above says where success starts
+//     (or capability: mean_reward is chosen; the examples do). This package only
+//     refuses non-finite rewards (decision 18).
 //  22. Temperature 0 samples greedily (argmax) — in rollouts as in evaluation. Then an
 //     agent's G responses to a prompt are identical, so the group says no more than
 //     one response would; the setting is for inspection and evaluation rather than
@@ -211,6 +219,96 @@
 //     is a memory setting and is not reproduced: the token mean is over the whole
 //     mini-batch, which is what token-mean is meant to be and what batch.micro_batch
 //     leaves unchanged here. Loss.Seqs and Stats keep their per-sequence values.
+//
+// # Options beyond the paper (verl's and TRL's), and how they meet the cross terms
+//
+//  27. Loss aggregation [verl agg_loss, volcengine/verl b178a3cd; TRL grpo_trainer
+//     _compute_loss, huggingface/trl f2cd5771]: Settings.LossAgg weighs each
+//     sequence's token-mean term V_b (n_b tokens) in a mini-batch of B sequences and
+//     N tokens: seq-mean-token-mean V_b/B (decision 11, the default, every paper
+//     preset); token-mean n_b·V_b/N (DAPO, TRL's default "dapo"); seq-mean-token-sum
+//     n_b·V_b/B; seq-mean-token-sum-norm n_b·V_b/(B·L) with L the learner's
+//     max_new_tokens (Dr. GRPO). For the last, verl divides by L alone and TRL's
+//     dr_grpo by B·L; we follow TRL, so that its scale does not grow with the
+//     mini-batch and stays comparable with the other modes. Masked samples are in
+//     neither B nor N (verl's seq_mask). The KL is aggregated with the policy's
+//     weights, cross samples counting as 0 (decision 12 for the default). Cross
+//     samples enter like any sequence, with n_b their length in the learner's own
+//     tokenization — the tokens the learner's gradient flows through; their term is
+//     still the sequence-level cross term. The original semantics keeps decision
+//     26's mix and refuses another LossAgg.
+//  28. Dynamic sampling [DAPO §3.2; verl recipe/dapo, 246cac4c]: a prompt is kept
+//     when KeepsPrompt says its rewards can teach something: for a method that
+//     shares rollouts, when the joint group's task rewards are not all equal (else
+//     every learner's advantages are 0, decision 5); for one that does not, when
+//     some agent's own rewards are not all equal (with one agent: DAPO's rule). The
+//     task's reward before any shaping decides (DAPO filters on accuracy; the
+//     overlong penalty would separate otherwise equal groups). The train loop samples
+//     rounds of batch.prompts_per_step fresh prompts and keeps the first kept
+//     prompts in order up to prompts_per_step, like verl's batch[:train_batch_size];
+//     after MaxSampleRounds rounds (3 by default; DAPO's recipe allows 10 rounds of
+//     three batches each) it trains on the prompts it kept, where verl raises an
+//     error, and reports dynamic/kept_prompts. The capability tracker sees every
+//     response sampled in the step, dropped ones included: P̂ estimates accuracy,
+//     and dropping the all-right and all-wrong groups would pull it toward 1/2.
+//  29. Entropy bonus [verl dp_actor entropy_coeff]: −EntropyCoef × the learner's
+//     token entropy, aggregated with the policy term's weights (decision 27), on
+//     self samples only (verl's on all samples, which with one agent are the same):
+//     the entropy regularises the distribution the learner samples from, and
+//     another agent's text is not where the learner explores. The engine computes the
+//     entropy and its gradient (Loss.EntropyWeights); Loss.Total leaves it out.
+//  30. CISPO [MiniMax-M1, arXiv 2506.13585; verl compute_policy_loss_cispo; TRL
+//     loss_type cispo]: SelfRule cispo replaces PPO's min by
+//     −sg(clip(r, 1 − ε_low, 1 + ε_high))·A·log π, so a clipped unit keeps its
+//     gradient, weighted by the clipped ratio. At the token level r is the token's
+//     ratio and log π the token's; at the sequence level (with shared rollouts) r is
+//     the sequence ratio s and log π the mean log-prob. Term.Value is −clip(r)·A and
+//     Term.Grad −clip(r)·A: the gradient of the surrogate, whose value is not
+//     otherwise meaningful (as decision 19). ε_low = 1 means no lower bound. The
+//     cispo preset follows MiniMax-M1 (no lower bound) and TRL's recommended cap of
+//     5 (ε_high = 4), token-mean, no KL; verl's defaults (0.2/0.2) are a
+//     clip_low/clip_high away. Cross samples keep the cross rule of CrossRule;
+//     Naive's CrossAsSelf uses the self rule, CISPO included.
+//  31. KL estimators and KL in the reward [verl kl_penalty; Schulman, "Approximating
+//     KL divergence"]: KLEstimator k1 = lp − ref, k2 = ½(lp − ref)², k3 = decision
+//     12's (verl's kl, mse and low_var_kl; k1 and k2 unclamped as in verl).
+//     KLInReward subtracts KLCoef·Σ_t KLToken(old_t, ref_t) from each of the
+//     learner's own rewards before its advantages, as verl's apply_kl_penalty with
+//     GRPO summing token rewards; the loss then has no KL term. It is refused with
+//     shared rollouts: the penalty measures how far the response's author has
+//     drifted from its own reference, and putting it into a reward other learners
+//     are trained on would regularise them toward someone else's reference. The
+//     coefficient is fixed (verl's fixed controller; no adaptive one).
+//  32. Rewards outside [0, 1]: SetRewards(min, max, success) declares the task
+//     reward's range before shaping and the success threshold (the config's
+//     reward.range and reward.success_above; [0, 1] and 0 by default). min is the
+//     reward of a plain failure, where Eq 7's weighted mean is anchored:
+//     μ̂ = min + (1/n)·Σ_i ω(k, src_i)·(R_i − min), which is Eq 7 for min = 0 and
+//     moves with any shift of the rewards (Eq 7 itself does not: it divides by n,
+//     not Σω, so with rewards in [−1, 1] a capable agent's failures would pull the
+//     baseline down by ω). The guard replaces a baseline above max. Capability
+//     accuracy counts rewards > success; mean_reward averages R − min. Shaping
+//     (the overlong penalty, the KL in the reward) may take a reward below min:
+//     such a response pulls the weighted baseline down by its ω-weighted shortfall,
+//     like any reward. The capability tracker sees the task's rewards before shaping
+//     (P̂ estimates accuracy, not length or drift).
+//  33. Rollout correction [verl TIS b8dc5377 and rollout_corr_helper; Yao et al.,
+//     "Your efficient RL framework secretly brings you off-policy RL training"]:
+//     when a response's sampler is not the trainer (an inference server; bf16
+//     sampling weights), its sampler's log-probs differ from the trainer's old ones,
+//     and the ratio against the old policy no longer corrects for where the sample
+//     came from. RolloutWeights gives truncated importance weights from the two,
+//     min(exp(old − sampler), C) per token, or per sequence with the sum (sequence)
+//     or mean (geometric) of the log-ratios, each clamped to ±20 first as verl does;
+//     they multiply the sample's policy term and its gradient, not its KL (verl
+//     multiplies pg_losses). A sequence-level term with token weights weighs each
+//     token's share of the gradient. For a cross sample the weight is its source's:
+//     the sample came from the source's sampler, and min(π_src,old/π_src,sampler, C)
+//     is the factor between the cross ratio's denominator and the true sampling
+//     probability; token weights cannot follow a retokenized sample, so the token
+//     level is refused with shared rollouts (as decision 16's token ratio). A
+//     response sampled in-process in float32 has weight 1: its sampler is the
+//     trainer. The cap C (rollout_is_cap, 2 as verl's threshold) must be >= 1.
 //
 // # Numbers and determinism
 //

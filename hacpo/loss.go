@@ -265,6 +265,11 @@ type Sample struct {
 	// learner's tokenization. Required for self samples when the KL is in the
 	// loss (KLCoef > 0 and not KLInReward).
 	RefLogProbs []float32
+	// ISWeights: the rollout correction's weights of the sample's policy term
+	// (Settings.RolloutWeights): one per token (level token, self samples) or
+	// one for the sequence; nil when its sampler's log-probs are the trainer's
+	// (weight 1). The KL is not weighted.
+	ISWeights []float64
 	// Masked: the sample contributes nothing: no term, zero gradient, and it is
 	// not counted in the mini-batch's sequences or tokens (a truncated response
 	// under MaskTruncated; verl's seq_mask).
@@ -308,7 +313,19 @@ type Stats struct {
 	SelfKLSeqs    int     `json:"self_kl_seqs"`
 	// Masked counts masked sequences (in none of the counts above but Sequences).
 	Masked int `json:"masked,omitempty"`
+	// ISWeightSum, ISUnits, ISCapped: the rollout correction's weights (per
+	// token or per sequence) of the samples that had some: their sum, count,
+	// and how many the cap truncated.
+	ISWeightSum float64 `json:"is_weight_sum,omitempty"`
+	ISUnits     int     `json:"is_units,omitempty"`
+	ISCapped    int     `json:"is_capped,omitempty"`
 }
+
+// ISWeightMean is rollout_is/weight_mean.
+func (st Stats) ISWeightMean() float64 { return div(st.ISWeightSum, st.ISUnits) }
+
+// ISCappedFrac is rollout_is/capped_frac.
+func (st Stats) ISCappedFrac() float64 { return div(float64(st.ISCapped), st.ISUnits) }
 
 // Add accumulates o into st.
 func (st *Stats) Add(o Stats) {
@@ -325,6 +342,9 @@ func (st *Stats) Add(o Stats) {
 	st.SelfKLSum += o.SelfKLSum
 	st.SelfKLSeqs += o.SelfKLSeqs
 	st.Masked += o.Masked
+	st.ISWeightSum += o.ISWeightSum
+	st.ISUnits += o.ISUnits
+	st.ISCapped += o.ISCapped
 }
 
 func div(a float64, b int) float64 {
@@ -533,6 +553,13 @@ func reduce[F float32 | float64](s Settings, m int, samples []Sample, lps [][]F,
 			st.Masked++
 			continue
 		}
+		for _, w := range samples[b].ISWeights {
+			st.ISWeightSum += w
+			st.ISUnits++
+			if w >= s.RolloutISCap {
+				st.ISCapped++
+			}
+		}
 		n := float64(len(lps[b]))
 		if ag.policyTokens {
 			polSum += sq.Policy * n
@@ -690,6 +717,10 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, a
 	}
 	invT := 1.0 / float64(nt)
 	pg := func(x float64) float64 { return scaled(x, ag.policyScale, ag.policyTokens, invT) }
+	isw, err := isWeights(b, sm, nt)
+	if err != nil {
+		return err
+	}
 
 	if !sm.Self {
 		if !s.SharesRollouts {
@@ -705,8 +736,8 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, a
 			sgMean = mean
 		}
 		tm := s.crossTerm(m, mean, sm.OldMeanLogProb, sm.Advantage, sm.Omega, sgMean)
-		seq.Ratio, seq.Policy, seq.Clip = tm.Ratio, tm.Value, tm.Clip
-		w := F(pg(tm.Grad))
+		seq.Ratio, seq.Policy, seq.Clip = tm.Ratio, tm.Value*isw.seq, tm.Clip
+		w := F(pg(tm.Grad * isw.seq))
 		for t := range g {
 			g[t] = w
 		}
@@ -734,6 +765,9 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, a
 		pol := 0.0
 		for t := range lp {
 			tt := s.TokenTerm(float64(lp[t]), float64(sm.OldLogProbs[t]), sm.Advantage)
+			if w := isw.at(t); w != 1 {
+				tt.Value, tt.Grad = tt.Value*w, tt.Grad*w
+			}
 			pol += tt.Value
 			gt := pg(tt.Grad)
 			if kl {
@@ -760,9 +794,22 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, a
 			}
 		}
 		tm := s.SelfTerm(mean, sm.OldMeanLogProb, sm.Advantage)
-		seq.Ratio, seq.Policy, seq.Clip = tm.Ratio, tm.Value, tm.Clip
-		pw := pg(tm.Grad)
+		seq.Ratio, seq.Policy, seq.Clip = tm.Ratio, tm.Value*isw.mean(), tm.Clip
+		pw := pg(tm.Grad * isw.seq)
 		switch {
+		case isw.tok != nil:
+			// Per-token weights of a sequence-level term: each token's share
+			// of the gradient is weighted (verl weighs the broadcast per-token
+			// losses); the KL is not.
+			for t := range lp {
+				gt := pg(tm.Grad) * isw.tok[t]
+				if kl {
+					v, dk := s.KLToken(float64(lp[t]), float64(sm.RefLogProbs[t]))
+					ks += v
+					gt += c * dk
+				}
+				g[t] = F(gt)
+			}
 		case kl && k3:
 			ref := sm.RefLogProbs[:nt]
 			for t := range lp {
@@ -798,4 +845,52 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, a
 		}
 	}
 	return nil
+}
+
+// isWeight is a sample's rollout correction: one weight for the whole
+// sequence (seq, 1 without correction) or one per token (tok).
+type isWeight struct {
+	seq float64
+	tok []float64
+}
+
+// isWeights reads sample b's ISWeights for its nt tokens.
+func isWeights(b int, sm *Sample, nt int) (isWeight, error) {
+	w := isWeight{seq: 1}
+	switch n := len(sm.ISWeights); {
+	case n == 0:
+	case n == 1:
+		w.seq = sm.ISWeights[0]
+	case n == nt && sm.Self:
+		w.tok = sm.ISWeights
+	default:
+		return w, fmt.Errorf("hacpo: sample %d (agent %d): %d rollout-correction weights for %d tokens (want 1, or one per token of a self sample)", b, sm.Source, n, nt)
+	}
+	for i, v := range sm.ISWeights {
+		if !(v >= 0) || !finite(v) {
+			return w, fmt.Errorf("hacpo: sample %d (agent %d): rollout-correction weight %d is %v, want finite and >= 0", b, sm.Source, i, v)
+		}
+	}
+	return w, nil
+}
+
+// at is the weight of token t.
+func (w isWeight) at(t int) float64 {
+	if w.tok != nil {
+		return w.tok[t]
+	}
+	return w.seq
+}
+
+// mean is the weight of a sequence-level term's value: the sequence's
+// weight, or the mean of the token weights.
+func (w isWeight) mean() float64 {
+	if w.tok == nil {
+		return w.seq
+	}
+	sum := 0.0
+	for _, v := range w.tok {
+		sum += v
+	}
+	return sum / float64(len(w.tok))
 }

@@ -73,6 +73,22 @@ const (
 	BatchStd StdScope = "batch"
 )
 
+// ISLevel is the level of the rollout importance-sampling correction
+// (decision 33).
+type ISLevel string
+
+const (
+	// ISOff: no correction ("" too).
+	ISOff ISLevel = "off"
+	// ISToken: each token's weight min(π_old/π_sampler, C).
+	ISToken ISLevel = "token"
+	// ISSequence: one weight per sequence, min(Π_t π_old/π_sampler, C).
+	ISSequence ISLevel = "sequence"
+	// ISGeometric: one weight per sequence, min((Π_t π_old/π_sampler)^(1/n), C),
+	// the level of GSPO's sequence ratio.
+	ISGeometric ISLevel = "geometric"
+)
+
 // KLEstimator is the per-token estimator of KL(π‖π_ref) (decision 31).
 type KLEstimator string
 
@@ -240,6 +256,14 @@ type Settings struct {
 	DynamicSampling bool `json:"dynamic_sampling,omitempty" yaml:"dynamic_sampling,omitempty"`
 	MaxSampleRounds int  `json:"max_sample_rounds,omitempty" yaml:"max_sample_rounds,omitempty"`
 
+	// RolloutIS, RolloutISCap: truncated importance sampling for responses
+	// whose sampler's log-probs differ from the trainer's (an inference server,
+	// bf16 sampling weights): each sample's policy term is weighted by
+	// min(π_old/π_sampler, RolloutISCap) per token or per sequence (RolloutWeights;
+	// decision 33). "" or "off" = no correction.
+	RolloutIS    ISLevel `json:"rollout_is,omitempty" yaml:"rollout_is,omitempty"`
+	RolloutISCap float64 `json:"rollout_is_cap,omitempty" yaml:"rollout_is_cap,omitempty"`
+
 	// RewardMin, RewardMax: the range of the task's rewards before any shaping
 	// ([0, 1]; decision 32). RewardMin is the reward of a plain failure, which
 	// the capability-weighted baseline is anchored at; the baseline guard
@@ -387,6 +411,8 @@ func hacpoSettings() Settings {
 		LossAgg:             SeqMeanTokenMean,
 		AdvantageStd:        GroupStd,
 		MaxSampleRounds:     3,
+		RolloutIS:           ISOff,
+		RolloutISCap:        2,
 		RewardMax:           1,
 		Capability:          DefaultCapability(),
 	}
@@ -505,6 +531,12 @@ func (s Settings) Validate() error {
 		return e("overlong_buffer must be >= 0 and overlong_penalty finite and >= 0, got %d and %v", s.OverlongBuffer, s.OverlongPenalty)
 	case s.MaxSampleRounds < 0 || (s.DynamicSampling && s.MaxSampleRounds < 1):
 		return e("max_sample_rounds must be >= 1 with dynamic sampling, got %d", s.MaxSampleRounds)
+	case s.RolloutIS != "" && s.RolloutIS != ISOff && s.RolloutIS != ISToken && s.RolloutIS != ISSequence && s.RolloutIS != ISGeometric:
+		return e("rollout_is must be %q, %q, %q or %q, got %q", ISOff, ISToken, ISSequence, ISGeometric, s.RolloutIS)
+	case s.RolloutIS == ISToken && s.SharesRollouts:
+		return e("rollout_is %q weighs tokens, which other agents' retokenized samples do not share with their sampler; use %q or %q with shared rollouts (hacpo/doc.go decision 33)", ISToken, ISSequence, ISGeometric)
+	case s.correctsRollouts() && (!finite(s.RolloutISCap) || s.RolloutISCap < 1):
+		return e("rollout_is_cap must be finite and >= 1, got %v", s.RolloutISCap)
 	case !finite(s.RewardMin) || !finite(s.RewardMax) || !(s.RewardMax > s.RewardMin):
 		return e("the reward range must be finite with min < max, got [%v, %v]", s.RewardMin, s.RewardMax)
 	case s.Capability.RewardMin != s.RewardMin:
@@ -515,6 +547,9 @@ func (s Settings) Validate() error {
 	}
 	return nil
 }
+
+// correctsRollouts reports whether the rollout correction is on.
+func (s Settings) correctsRollouts() bool { return s.RolloutIS != "" && s.RolloutIS != ISOff }
 
 // SetRewards declares the range [min, max] of the task's rewards before any
 // shaping and the threshold above which a reward counts as a success for the

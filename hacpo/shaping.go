@@ -1,6 +1,9 @@
 package hacpo
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // OverlongReward is DAPO's soft overlong punishment of a response of length
 // tokens whose agent may write at most maxLen (its max_new_tokens): 0 up to
@@ -60,4 +63,42 @@ func (s Settings) KeepsPrompt(group []Response) bool {
 		}
 	}
 	return false
+}
+
+// RolloutWeights is the rollout correction of one response (decision 33):
+// old are its per-token log-probs under the trainer's old policy, sampler
+// those its sampler gave (the same tokens). With the token level it returns
+// one weight per token, min(exp(old_t − sampler_t), cap); with the sequence
+// and geometric levels one weight, min(exp(Σ_t (old_t − sampler_t)), cap) or
+// with the mean in place of the sum. Every log-ratio is clamped to ±20 first,
+// as verl does. With the correction off it returns nil.
+func (s Settings) RolloutWeights(old, sampler []float32) ([]float64, error) {
+	if !s.correctsRollouts() {
+		return nil, nil
+	}
+	if len(old) != len(sampler) || len(old) == 0 {
+		return nil, fmt.Errorf("hacpo: rollout correction: %d old log-probs and %d sampler log-probs", len(old), len(sampler))
+	}
+	w := func(lr float64) float64 { return math.Min(math.Exp(math.Max(-20, math.Min(20, lr))), s.RolloutISCap) }
+	if s.RolloutIS == ISToken {
+		out := make([]float64, len(old))
+		for t := range old {
+			out[t] = w(float64(old[t]) - float64(sampler[t]))
+			if math.IsNaN(out[t]) {
+				return nil, fmt.Errorf("hacpo: rollout correction: token %d: log-probs %v and %v", t, old[t], sampler[t])
+			}
+		}
+		return out, nil
+	}
+	sum := 0.0
+	for t := range old {
+		sum += float64(old[t]) - float64(sampler[t])
+	}
+	if math.IsNaN(sum) || math.IsInf(sum, 0) {
+		return nil, fmt.Errorf("hacpo: rollout correction: the log-probs hold a non-finite value")
+	}
+	if s.RolloutIS == ISGeometric {
+		sum /= float64(len(old))
+	}
+	return []float64{w(sum)}, nil
 }

@@ -16,7 +16,8 @@
 // request as the body of a POST and answers in the response body.
 //
 // Every answer is checked: every id of the request answered exactly once, in
-// any order, no other id, each reward a finite number in [0, 1]. Anything
+// any order, no other id, each reward a finite number in the reward's range
+// (Options.Range, [0, 1] unless told otherwise). Anything
 // else — a malformed answer, a crash, a hang past the timeout, an HTTP error
 // — is an error naming the reward and what was wrong; nothing is retried,
 // so no response is ever scored twice. Start sends an empty request first,
@@ -68,7 +69,7 @@ type Request struct {
 // Result is the reward's judgement of one item.
 type Result struct {
 	Reward  float64
-	Correct bool // the answer's "correct", or Reward >= 1 when it gives none
+	Correct bool // the answer's "correct", or Reward >= the range's max when it gives none
 }
 
 // Options configures a Client. Give exactly one of Command and URL.
@@ -81,6 +82,9 @@ type Options struct {
 	// may include loading a model; 0 means Timeout.
 	StartTimeout time.Duration
 	BatchSize    int // most items per request; 0 = all items of a Score call
+	// Range is [min, max], the rewards an answer may give; the zero value
+	// means [0, 1].
+	Range [2]float64
 	// Log receives each line the command writes on its stderr (nil: hacrl's
 	// stderr, prefixed "reward: ").
 	Log func(line string)
@@ -138,6 +142,12 @@ func New(opts Options) (*Client, error) {
 	}
 	if opts.BatchSize < 0 {
 		return nil, fmt.Errorf("%s: batch size must be >= 0, got %d", c.name, opts.BatchSize)
+	}
+	if opts.Range == [2]float64{} {
+		c.opts.Range = [2]float64{0, 1}
+	}
+	if lo, hi := c.opts.Range[0], c.opts.Range[1]; !(lo < hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return nil, fmt.Errorf("%s: the reward range must be finite with min < max, got [%v, %v]", c.name, lo, hi)
 	}
 	if opts.Log == nil {
 		c.opts.Log = func(line string) { fmt.Fprintln(os.Stderr, "reward: "+line) }
@@ -227,7 +237,7 @@ func (c *Client) send(ctx context.Context, req Request, timeout limit) ([]Result
 	if len(req.Items) > 0 {
 		first = req.Items[0].ID
 	}
-	res, err := parseAnswer(raw, first, len(req.Items))
+	res, err := parseAnswer(raw, first, len(req.Items), c.opts.Range)
 	if err != nil {
 		return nil, c.t.fail(err)
 	}
@@ -244,8 +254,8 @@ type answer struct {
 }
 
 // parseAnswer checks raw against a request of n items with ids first …
-// first+n−1 and returns their results in id order.
-func parseAnswer(raw []byte, first, n int) ([]Result, error) {
+// first+n−1, each reward within rng, and returns their results in id order.
+func parseAnswer(raw []byte, first, n int, rng [2]float64) ([]Result, error) {
 	var a answer
 	if err := json.Unmarshal(raw, &a); err != nil {
 		hint := ""
@@ -279,10 +289,10 @@ func parseAnswer(raw []byte, first, n int) ([]Result, error) {
 			return nil, fmt.Errorf(`rewards[%d] (id %d) has no "reward"`, k, id)
 		}
 		v := *r.Reward
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > 1 {
-			return nil, fmt.Errorf("rewards[%d] (id %d): reward %v is outside [0, 1]", k, id, v)
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < rng[0] || v > rng[1] {
+			return nil, fmt.Errorf("rewards[%d] (id %d): reward %v is outside [%v, %v]", k, id, v, rng[0], rng[1])
 		}
-		out[i] = Result{Reward: v, Correct: v >= 1}
+		out[i] = Result{Reward: v, Correct: v >= rng[1]}
 		if r.Correct != nil {
 			out[i].Correct = *r.Correct
 		}

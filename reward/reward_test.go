@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -536,7 +537,7 @@ func TestParseAnswer(t *testing.T) {
 		{`{"rewards": [{"id": 0.5, "reward": 1}]}`, 0, 1, nil, "not JSON"},
 	}
 	for _, tc := range tests {
-		got, err := parseAnswer([]byte(tc.raw), tc.first, tc.n)
+		got, err := parseAnswer([]byte(tc.raw), tc.first, tc.n, [2]float64{0, 1})
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%s: %v, want %q", tc.raw, err, tc.err)
@@ -545,6 +546,39 @@ func TestParseAnswer(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v %v, want %v", tc.raw, got, err, tc.want)
+		}
+	}
+}
+
+// A declared range replaces [0, 1]: rewards inside it pass, with "correct"
+// defaulting to the range's max; rewards outside fail, naming the range; and
+// New refuses a range that is not one.
+func TestRewardRange(t *testing.T) {
+	for _, tc := range []struct {
+		rng  [2]float64
+		raw  string
+		want []Result
+		err  string
+	}{
+		{[2]float64{-1, 1}, `{"rewards": [{"id": 0, "reward": -1}, {"id": 1, "reward": 1}]}`, []Result{{-1, false}, {1, true}}, ""},
+		{[2]float64{0, 10}, `{"rewards": [{"id": 0, "reward": 7.5}, {"id": 1, "reward": 10}]}`, []Result{{7.5, false}, {10, true}}, ""},
+		{[2]float64{-1, 1}, `{"rewards": [{"id": 0, "reward": -1.5}, {"id": 1, "reward": 1}]}`, nil, "reward -1.5 is outside [-1, 1]"},
+		{[2]float64{0, 10}, `{"rewards": [{"id": 0, "reward": 10.5}, {"id": 1, "reward": 1}]}`, nil, "reward 10.5 is outside [0, 10]"},
+	} {
+		got, err := parseAnswer([]byte(tc.raw), 0, 2, tc.rng)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v %s: %v, want %q", tc.rng, tc.raw, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("%v %s: %v %v, want %v", tc.rng, tc.raw, got, err, tc.want)
+		}
+	}
+	for _, rng := range [][2]float64{{1, 1}, {2, -1}, {0, math.Inf(1)}} {
+		if _, err := New(Options{Command: []string{"x"}, Timeout: time.Second, Range: rng}); err == nil || !strings.Contains(err.Error(), "reward range") {
+			t.Errorf("range %v: %v", rng, err)
 		}
 	}
 }

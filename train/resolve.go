@@ -98,6 +98,7 @@ func resolveOptions(m *config.Method, s hacpo.Settings) {
 		m.OverlongBuffer = ptr(s.OverlongBuffer)
 	}
 	m.MaxSampleRounds = ptr(s.MaxSampleRounds)
+	m.RolloutIS, m.RolloutISCap = ptr(string(s.RolloutIS)), ptr(s.RolloutISCap)
 }
 
 // ResolvedYAML is the resolved config (see Resolve) as YAML: what

@@ -62,7 +62,7 @@ func newRewardClient(cfg *config.Config, obs Observer) (*reward.Client, error) {
 	timeout, start := rc.Timeouts()
 	c, err := reward.New(reward.Options{
 		Command: rc.Command, URL: rc.URL, TokenEnv: rc.TokenEnv,
-		Timeout: timeout, StartTimeout: start, BatchSize: rc.BatchSize,
+		Timeout: timeout, StartTimeout: start, BatchSize: rc.BatchSize, Range: rewardRange(rc),
 		Log: func(line string) { obs.Log("reward: " + line) },
 	})
 	if err != nil {
@@ -105,4 +105,12 @@ func (r *Run) stopReward() {
 	if err := r.reward.Close(); err != nil {
 		r.obs.Log(err.Error())
 	}
+}
+
+// rewardRange is the range an external reward's answers must lie in.
+func rewardRange(rc *config.Reward) [2]float64 {
+	if len(rc.Range) == 2 {
+		return [2]float64{rc.Range[0], rc.Range[1]}
+	}
+	return [2]float64{0, 1}
 }

@@ -35,6 +35,15 @@ func TestXLAGradientsMatchNative(t *testing.T) {
 	}
 }
 
+// So is the gradient with an entropy term (AccumulateEntropy), of a full
+// model and of adapters: the term changes only the LM head's gradient,
+// whose path below the head the check above covers for every family.
+func TestXLAEntropyGradientsMatchNative(t *testing.T) {
+	b := xlatest.Backend(t)
+	checkEntropyGradients(t, newTinyOn(t, b, "qwen3-gqa", 23), "qwen3-gqa", nil, xlaLogProbTol)
+	checkEntropyGradients(t, newTinyOn(t, b, "gpt-tanh", 21), "gpt-tanh", []string{AllLinear}, xlaLogProbTol)
+}
+
 // Training steps (AdamW, clipping, weight decay: the optimizer's graphs)
 // end at the native engine's weights; two families keep the suite short,
 // the gradients of all four are checked above.

@@ -71,3 +71,21 @@ func TestValueErrors(t *testing.T) {
 		t.Errorf("didYouMean(zebra) = %q, want none", d)
 	}
 }
+
+func TestRewardRangeErrors(t *testing.T) {
+	base := "steps: 1\nout: o\nmethod: {name: gspo}\ntask: {name: arith}\nbatch: {prompts_per_step: 2, mini_batch: 8}\nagents: [{name: a, model: {family: gpt, dim: 8, layers: 1, heads: 1, max_seq: 32}, tokenizer: t.json, optimizer: {lr: 0.001}, sampling: {max_new_tokens: 8}}]\n"
+	for _, c := range []struct{ reward, want string }{
+		{"reward: {command: [x], range: [1, 0]}", "reward.range"},
+		{"reward: {command: [x], range: [0, 1, 2]}", "reward.range"},
+		{"reward: {command: [x], success_above: 1}", "reward.success_above"},
+		{"reward: {command: [x], range: [-1, 1], success_above: -2}", "reward.success_above"},
+	} {
+		_, err := Parse([]byte(base + c.reward + "\n"))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error naming %s", c.reward, err, c.want)
+		}
+	}
+	if _, err := Parse([]byte(base + "reward: {command: [x], range: [-1, 1], success_above: 0}\n")); err != nil {
+		t.Errorf("a valid range: %v", err)
+	}
+}

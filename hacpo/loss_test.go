@@ -283,27 +283,68 @@ func randomBatch(rng *rand.Rand, nSelf, nCross, maxT int, token bool) ([]Sample,
 	return samples, lps
 }
 
+// with returns the preset name with edit applied.
+func with(name string, edit func(*Settings)) Settings {
+	s := MustPreset(name)
+	edit(&s)
+	return s
+}
+
+// aggregated returns the preset name with the loss aggregation agg (and
+// loss_agg_tokens 12, the longest response of randomBatch) and the KL
+// estimator est.
+func aggregated(name string, agg LossAgg, est KLEstimator) Settings {
+	return with(name, func(s *Settings) { s.LossAgg, s.LossAggTokens, s.KLEstimator = agg, 12, est })
+}
+
 // Finite differences of MiniBatchLoss (Total) with respect to individual token
-// log-probs, for HACPO (sequence ratio, cross terms, KL) and GRPO (token ratio, KL).
+// log-probs, for HACPO (sequence ratio, cross terms, KL) and GRPO (token ratio,
+// KL), under every loss aggregation and KL estimator, with masked samples
+// (every third one, when masked). CISPO is not here: its gradient is that of
+// the surrogate −sg(c)·A·lp while Total holds −c·A, so a finite difference of
+// Total does not give it; TestLossAgainstTorch checks it against autograd.
 func TestMiniBatchLossFiniteDifferences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
 	const h = 1e-6
 	for _, c := range []struct {
 		s            Settings
 		nSelf, nCros int
+		masked       bool
 	}{
-		{MustPreset("hacpo"), 6, 10},
-		{MustPreset("naive"), 5, 5},
-		{MustPreset("no-cross-clip"), 3, 5},
-		{MustPreset("gspo"), 8, 0},
-		{MustPreset("grpo"), 8, 0},
-		{original(MustPreset("hacpo")), 6, 10},
-		{original(MustPreset("grpo")), 8, 0},
+		{MustPreset("hacpo"), 6, 10, false},
+		{MustPreset("naive"), 5, 5, false},
+		{MustPreset("no-cross-clip"), 3, 5, false},
+		{MustPreset("gspo"), 8, 0, false},
+		{MustPreset("grpo"), 8, 0, false},
+		{original(MustPreset("hacpo")), 6, 10, false},
+		{original(MustPreset("grpo")), 8, 0, false},
+		// Every aggregation, token and sequence ratio, k1 and k2 as well as k3.
+		{aggregated("grpo", TokenMean, KLK1), 6, 0, false},
+		{aggregated("grpo", SeqMeanTokenSum, KLK2), 6, 0, true},
+		{aggregated("grpo", SeqMeanTokenSumNorm, KLK3), 6, 0, false},
+		{aggregated("grpo", SeqMeanTokenMean, KLK2), 6, 0, true},
+		{aggregated("gspo", TokenMean, KLK2), 6, 0, true},
+		{aggregated("gspo", SeqMeanTokenSum, KLK1), 6, 0, false},
+		{aggregated("gspo", SeqMeanTokenSumNorm, KLK1), 6, 0, true},
+		{with("grpo", func(s *Settings) { s.DualClip = 3 }), 6, 0, true},
+		// HACPO's cross samples under the token aggregations.
+		{aggregated("hacpo", TokenMean, KLK3), 4, 6, false},
+		{aggregated("hacpo", SeqMeanTokenSum, KLK1), 4, 6, false},
+		{aggregated("hacpo", TokenMean, KLK2), 4, 6, true},
+		{aggregated("hacpo", SeqMeanTokenSumNorm, KLK3), 4, 6, true},
+		{aggregated("naive", SeqMeanTokenSum, KLK3), 4, 6, true},
+		{MustPreset("hacpo"), 6, 10, true},
 	} {
 		s := c.s
 		s.KLCoef = 0.05 // large enough to matter in the check
+		checked, kinks := 0, 0
 		for trial := 0; trial < 10; trial++ {
 			samples, lps := randomBatch(rng, c.nSelf, c.nCros, 12, s.RatioLevel == TokenLevel)
+			if c.masked {
+				for b := 1; b < len(samples); b += 3 {
+					samples[b].Masked = true
+				}
+			}
 			m := rng.IntN(4)
 			grad := make([][]float64, len(lps))
 			for b := range lps {
@@ -342,13 +383,22 @@ func TestMiniBatchLossFiniteDifferences(t *testing.T) {
 					// jump in slope. Detect it by the one-sided differences disagreeing.
 					mid := total()
 					if !near((up-mid)/h, (mid-dn)/h, 1e-4) {
+						kinks++
 						continue
 					}
+					checked++
 					if math.Abs(fd-grad[b][tk]) > 1e-7 {
-						t.Fatalf("%s m=%d sample %d (self %v) token %d: FD %.10g, analytic %.10g", s.Method, m, b, samples[b].Self, tk, fd, grad[b][tk])
+						t.Fatalf("%s (%s, %s) m=%d sample %d (self %v, masked %v) token %d: FD %.10g, analytic %.10g",
+							s.Method, s.Aggregation(), s.KLEstimator, m, b, samples[b].Self, samples[b].Masked, tk, fd, grad[b][tk])
+					}
+					if samples[b].Masked && grad[b][tk] != 0 {
+						t.Fatalf("%s: masked sample %d has gradient %v", s.Method, b, grad[b][tk])
 					}
 				}
 			}
+		}
+		if kinks > checked/10 {
+			t.Errorf("%s (%s): %d coordinates at a kink, %d checked", s.Method, s.Aggregation(), kinks, checked)
 		}
 	}
 }

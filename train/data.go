@@ -69,12 +69,13 @@ func (p *problems) at(pos int) task.Problem {
 // prompt leaves some agent no room for its max_new_tokens. A dataset is
 // checked whole, since every epoch visits all of it. A generated task is
 // endless, so it is checked on exactly the problems this run draws: the
-// positions of its remaining steps, steps × prompts_per_step in all; a
-// longer run checks more. Misfits are an error that counts them per agent
-// and names the first few, unless a dataset says too_long: drop, which
-// leaves the problems too long for any agent out of every agent's training
-// set and logs how many. A member process learns the other agents' misfits
-// through the setup exchange.
+// positions of its remaining steps, steps × prompts_per_step in all, and
+// under dynamic sampling the problems of every later round those steps may
+// run (laterRounds); a longer run checks more. Misfits are an error that
+// counts them per agent and names the first few, unless a dataset says
+// too_long: drop, which leaves the problems too long for any agent out of
+// every agent's training set and logs how many. A member process learns the
+// other agents' misfits through the setup exchange.
 func (r *Run) checkTrainFits(ctx context.Context) error {
 	var probs []task.Problem
 	source := r.data.source
@@ -88,6 +89,7 @@ func (r *Run) checkTrainFits(ctx context.Context) error {
 		for pos := r.start * B; pos < r.cfg.Steps*B; pos++ {
 			probs = append(probs, r.data.at(pos))
 		}
+		probs = append(probs, r.laterRounds()...)
 	}
 	var errs []string
 	tooLong := make([]bool, len(probs))

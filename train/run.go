@@ -148,6 +148,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	if err != nil {
 		return nil, err
 	}
+	if err := checkDynamic(algo, cfg, opts.Member); err != nil {
+		return nil, err
+	}
 	if err := checkModelDirs(cfg); err != nil {
 		return nil, err
 	}

@@ -16,57 +16,6 @@ import (
 	"github.com/hacrl/hacrl/task"
 )
 
-// step runs one training step and returns each agent's metrics.
-func (r *Run) step(ctx context.Context, step int) ([]map[string]float64, error) {
-	// Indexed by the config's agent order (Agent.Index): a member process
-	// fills only its own agent's entries.
-	vals := make([]map[string]float64, len(r.names))
-	prompts := make([][][]int, len(r.names))
-	problems := r.drawProblems(step)
-	for _, a := range r.agents {
-		vals[a.Index] = map[string]float64{}
-		if err := CheckFits(a, problems, a.Sampling.MaxNewTokens); err != nil {
-			return nil, fmt.Errorf("step %d: %w", step+1, err)
-		}
-		prompts[a.Index] = renderPrompts(a, problems)
-	}
-	pool, src, err := r.sample(ctx, step, problems, prompts, vals)
-	if err != nil {
-		return nil, err
-	}
-	// Capabilities take this step's rewards before any advantage (spec §7 item 14).
-	rewards := make([][]float64, len(r.names))
-	for _, ro := range pool.Rollouts {
-		rewards[ro.Source] = append(rewards[ro.Source], ro.Reward)
-	}
-	if err := r.tracker.Update(rewards); err != nil {
-		return nil, fmt.Errorf("step %d: capability: %w", step+1, err)
-	}
-	tr := r.newTrace(step+1, pool)
-	for _, a := range r.agents {
-		k := a.Index
-		vals[k]["capability"] = r.tracker.Capability(k)
-		if r.algo.SharesRollouts {
-			for j, src := range r.names {
-				if j != k {
-					vals[k]["omega/"+src] = r.tracker.Omega(j, k)
-				}
-			}
-		}
-		if err := r.learn(ctx, step, k, a, pool, prompts[k], src, vals[k], tr); err != nil {
-			return nil, err
-		}
-		if err := r.pushWeights(ctx, a, step+1, vals[k]); err != nil {
-			return nil, err
-		}
-		r.idle(a)
-	}
-	if err := r.writeRollouts(step+1, problems, pool, src.texts, tr); err != nil {
-		return nil, err
-	}
-	return vals, nil
-}
-
 // idle gives back the memory agent a holds only while it works (its
 // passes' buffers, its gradient accumulator, a finished sampling's key-value
 // cache) once its turn in a phase has ended, so that agents working one

@@ -54,6 +54,7 @@ type oracleOverlong struct {
 // lossCase is a named mini-batch with the settings hacpo evaluates it under.
 type lossCase struct {
 	name    string
+	shape   string // the method and rule, for the tally of clipped units
 	s       Settings
 	samples []Sample
 	lps     [][]float64
@@ -69,9 +70,9 @@ func randomSelfBatch(rng *rand.Rand, s Settings, masked bool) ([]Sample, [][]flo
 	B := 3 + rng.IntN(5)
 	// The spread of the log-ratios: a token's around the clip range, a
 	// sequence's mean around GSPO's narrow one.
-	spread := 2 * math.Max(s.SelfClipHigh, 0.1)
-	if s.SelfRule == SelfCISPO {
-		spread = 1.2 // CISPO's weights are clipped at 1 + 4 = 5: e^1.6
+	spread := s.SelfClipHigh
+	if s.SelfClipHigh > 1 {
+		spread = 2 // the cispo preset's weights are clipped at 1 + 4 = 5: e^1.6
 	}
 	samples := make([]Sample, B)
 	lps := make([][]float64, B)
@@ -144,8 +145,9 @@ func oracleLossCases(rng *rand.Rand) []lossCase {
 				}
 				masked := i%2 == 1
 				samples, lps, ent := randomSelfBatch(rng, s, masked)
-				name := fmt.Sprintf("%s/%s/%s/%s/%s/dual=%v/masked=%v/entropy=%v", sh.preset, s.RatioLevel, s.SelfRule, agg, est, s.DualClip, masked, s.EntropyCoef)
-				cases = append(cases, lossCase{name, s, samples, lps, ent})
+				shape := fmt.Sprintf("%s/%s/%s/clip=[%v,%v]/dual=%v", sh.preset, s.RatioLevel, s.SelfRule, s.SelfClipLow, s.SelfClipHigh, s.DualClip)
+				name := fmt.Sprintf("%s/%s/%s/masked=%v/entropy=%v", shape, agg, est, masked, s.EntropyCoef)
+				cases = append(cases, lossCase{name, shape, s, samples, lps, ent})
 				i++
 			}
 		}
@@ -242,7 +244,8 @@ func TestLossAgainstTorch(t *testing.T) {
 	}
 
 	const rel = 1e-9
-	clipped, masked := 0, 0
+	masked := 0
+	clipped, units := map[string]int{}, map[string]int{}
 	for i, c := range cases {
 		want := res.Losses[i]
 		grad := make([][]float64, len(c.lps))
@@ -281,11 +284,18 @@ func TestLossAgainstTorch(t *testing.T) {
 				}
 			}
 		}
-		clipped += l.Stats.SelfClipped
+		clipped[c.shape] += l.Stats.SelfClipped
+		units[c.shape] += l.Stats.SelfClipUnits
 	}
-	// The draw must reach the clip ranges and the masks, or the check proves little.
-	if clipped < len(cases) || masked < len(cases)/2 {
-		t.Errorf("only %d clipped units and %d masked samples in %d cases", clipped, masked, len(cases))
+	// The draw must reach both sides of each clip range and the masks, or the
+	// check proves little.
+	for shape, n := range units {
+		if f := float64(clipped[shape]) / float64(n); f < 0.1 || f > 0.9 {
+			t.Errorf("%s: %d of %d units clipped", shape, clipped[shape], n)
+		}
+	}
+	if masked < len(cases)/2 {
+		t.Errorf("only %d masked samples in %d cases", masked, len(cases))
 	}
 
 	for i, rs := range advRewards {

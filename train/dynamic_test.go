@@ -312,6 +312,9 @@ func TestOverlongPenalty(t *testing.T) {
 	if run.algo.OverlongPenalty != factor || run.algo.OverlongBuffer != buffer {
 		t.Fatalf("the method has overlong penalty %v and buffer %d, want %v and %d", run.algo.OverlongPenalty, run.algo.OverlongBuffer, factor, buffer)
 	}
+	if want := "overlong penalty: a response loses up to 0.5 reward over its last 4 tokens"; !strings.Contains(run.Plan(), want) {
+		t.Errorf("the plan lacks %q:\n%s", want, run.Plan())
+	}
 	tk, err := BuildTask(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +343,10 @@ func TestDynamicSamplingKeepsNothing(t *testing.T) {
 			cfg.Rollouts.Every = 1
 			on, rounds := true, 2
 			cfg.Method.DynamicSampling, cfg.Method.MaxSampleRounds = &on, &rounds
-			mustTrain(t, cfg)
+			run := mustTrain(t, cfg)
+			if want := "dynamic sampling: the step keeps the prompts whose rewards differ, sampling up to 2 rounds of 4 prompts to keep 4"; !strings.Contains(run.Plan(), want) {
+				t.Errorf("the plan lacks %q:\n%s", want, run.Plan())
+			}
 			recs, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
 			if err != nil {
 				t.Fatal(err)

@@ -604,6 +604,13 @@ func (r *Run) Plan() string {
 	fmt.Fprintf(&b, "method %s (%s rollouts), %d agents, %d steps, seed %d\n", r.algo.Method,
 		map[bool]string{true: "shared", false: "private"}[r.algo.SharesRollouts], len(r.names), r.cfg.Steps, r.cfg.Seed)
 	fmt.Fprintf(&b, "per step: %d prompts × %d responses = %d rollouts per agent\n", c.PromptsPerStep, G, c.PromptsPerStep*G)
+	if r.algo.DynamicSampling {
+		fmt.Fprintf(&b, "dynamic sampling: the step keeps the prompts whose rewards differ, sampling up to %d rounds of %d prompts to keep %d; a step short of them trains on fewer\n",
+			r.algo.MaxSampleRounds, c.PromptsPerStep, c.PromptsPerStep)
+	}
+	if r.algo.OverlongPenalty > 0 {
+		fmt.Fprintf(&b, "overlong penalty: a response loses up to %g reward over its last %d tokens before max_new_tokens\n", r.algo.OverlongPenalty, r.algo.OverlongBuffer)
+	}
 	if r.algo.IsOriginal() {
 		fmt.Fprintf(&b, "original semantics: each step's batch is balanced over %d ranks by sequence length; the membership below is for sequences of equal length\n", hacpo.OriginalRanks)
 	}

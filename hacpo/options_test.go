@@ -481,3 +481,38 @@ func TestOverlongRewardRamp(t *testing.T) {
 		t.Errorf("penalty 0: %v, %v", got, err)
 	}
 }
+
+// The mean-reward capability moves with RewardMin: rewards shifted by c with
+// RewardMin shifted by c give the same capabilities, hence the same ω, over a
+// window of steps with random rewards in [0, 1] (multiples of ¼, exact when
+// shifted).
+func TestCapabilityMeanRewardTranslationInvariant(t *testing.T) {
+	rng := rand.New(rand.NewPCG(32, 5))
+	for _, c := range []float64{-1, 0.5, 3.25, -7.75} {
+		base := DefaultCapability()
+		base.Metric = MeanReward
+		moved := base
+		moved.RewardMin = c
+		t0, t1 := newTracker(t, 3, base), newTracker(t, 3, moved)
+		for step := 0; step < 7; step++ {
+			var r0, r1 [][]float64
+			for a := 0; a < 3; a++ {
+				var x0, x1 []float64
+				for i := 0; i < 4; i++ {
+					r := float64(rng.IntN(5)) / 4
+					x0, x1 = append(x0, r), append(x1, r+c)
+				}
+				r0, r1 = append(r0, x0), append(r1, x1)
+			}
+			update(t, t0, r0...)
+			update(t, t1, r1...)
+			for a := 0; a < 3; a++ {
+				for b := 0; b < 3; b++ {
+					if w0, w1 := t0.Omega(a, b), t1.Omega(a, b); !near(w0, w1, 1e-12) {
+						t.Fatalf("shift %v, step %d: ω(%d, %d) = %v, shifted %v", c, step, a, b, w0, w1)
+					}
+				}
+			}
+		}
+	}
+}

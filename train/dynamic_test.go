@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -402,5 +403,89 @@ func TestDynamicSamplingRefused(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(cfg.Out); len(entries) > 1 {
 		t.Errorf("a refused run wrote into OUT: %v", entries)
+	}
+}
+
+// TestLaterRoundProblems: a later sampling round's problems are a function
+// of (seed, step, round): from a dataset, distinct ones of those in use
+// (too_long: drop leaves some out) until the dataset is exhausted, then a
+// fresh draw; from a generated task, positions no step draws.
+func TestLaterRoundProblems(t *testing.T) {
+	dir := t.TempDir()
+	var qs []string
+	dropped := map[string]bool{}
+	for i := range 12 {
+		q := fmt.Sprintf("%d+%d", i, i)
+		if i%4 == 1 { // far beyond any agent's 48-token context
+			q = strings.Repeat(q+"+", 40) + "1"
+			dropped[fmt.Sprintf("train/%d", i)] = true
+		}
+		qs = append(qs, q)
+	}
+	on := true
+	cfg := tinyConfig(t, dir, "hacpo", 3)
+	cfg.Eval.Sets = nil
+	cfg.Method.DynamicSampling = &on
+	cfg.Task, cfg.Dataset = nil, &config.Dataset{Path: writeLines(t, dir, qs), TooLong: "drop"}
+	run, err := New(context.Background(), cfg, Options{Observer: &recorder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	ids := func(ps []task.Problem) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.ID)
+		}
+		return out
+	}
+	draws := map[string]bool{}
+	for step := range 3 {
+		for rnd := 1; rnd < 3; rnd++ {
+			got := ids(run.extraProblems(step, rnd))
+			if again := ids(run.extraProblems(step, rnd)); !slices.Equal(got, again) {
+				t.Errorf("step %d round %d: %v, then %v", step, rnd, got, again)
+			}
+			seen := map[string]bool{}
+			for _, id := range got {
+				if dropped[id] || seen[id] {
+					t.Errorf("step %d round %d: %v holds a dropped or repeated problem %s", step, rnd, got, id)
+				}
+				seen[id] = true
+			}
+			if len(got) != 4 {
+				t.Errorf("step %d round %d: %d problems, want 4", step, rnd, len(got))
+			}
+			draws[strings.Join(got, " ")] = true
+		}
+	}
+	if len(draws) < 5 {
+		t.Errorf("6 rounds drew only %d different sets of problems: %v", len(draws), draws)
+	}
+	// More prompts than problems in use: all 9 once, then 3 of a new draw.
+	run.cfg.Batch.PromptsPerStep = 12
+	got := ids(run.extraProblems(0, 1))
+	whole := slices.Clone(got[:9])
+	slices.Sort(whole)
+	if want := []string{"train/0", "train/10", "train/11", "train/2", "train/3", "train/4", "train/6", "train/7", "train/8"}; !slices.Equal(whole, want) {
+		t.Errorf("the first 9 of 12 problems drawn from 9 in use: %v, want each once", got)
+	}
+	if rest := got[9:]; rest[0] == rest[1] || rest[1] == rest[2] || rest[0] == rest[2] {
+		t.Errorf("the last 3 of 12 problems drawn from 9 in use repeat: %v", got)
+	}
+
+	// A generated task: positions from extraBase on, apart from the steps'.
+	cfg = tinyConfig(t, t.TempDir(), "hacpo", 2)
+	cfg.Eval.Sets = nil
+	cfg.Method.DynamicSampling = &on
+	if run, err = New(context.Background(), cfg, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer run.Close()
+	for _, p := range run.extraProblems(1, 2) {
+		pos, err := strconv.Atoi(p.ID[strings.LastIndexByte(p.ID, '/')+1:])
+		if err != nil || pos < extraBase {
+			t.Errorf("a later round of a generated task drew problem %s, want a position from %d on", p.ID, extraBase)
+		}
 	}
 }

@@ -6,7 +6,10 @@
 //  1. draw B prompts (seeded, position-indexed: a resumed run draws the same);
 //  2. every agent samples G responses per prompt (G·2 for GSPO×2) with its own
 //     model, tokenizer and template; the verifier scores them (or the
-//     config's external reward, every agent's responses in one request);
+//     config's external reward, every agent's responses in one request),
+//     less DAPO's overlong penalty when the method has one; under dynamic
+//     sampling, prompts whose rewards teach nothing are dropped and more
+//     rounds sampled (dynamic.go);
 //  3. every agent scores its own responses: the old log-probs (before any update);
 //  4. the capability tracker takes each agent's step accuracy (window K);
 //  5. for each learner in turn: its view of the pool (others' responses

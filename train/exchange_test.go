@@ -79,19 +79,27 @@ func (e *memExchange) Keep(ctx context.Context, agent string, from int) error {
 // prompt lengths, which travel with the rollouts).
 func TestMembersMatchOneProcess(t *testing.T) {
 	for _, semantics := range []string{"", "original"} {
-		t.Run("semantics="+semantics, func(t *testing.T) { testMembers(t, semantics) })
+		t.Run("semantics="+semantics, func(t *testing.T) { testMembers(t, semantics, 0) })
 	}
+	// Each member shapes its own agent's rewards; the others' come shaped.
+	t.Run("overlong_penalty", func(t *testing.T) { testMembers(t, "", 0.5) })
 }
 
-func testMembers(t *testing.T, semantics string) {
+func testMembers(t *testing.T, semantics string, overlong float64) {
 	dir := t.TempDir()
 	cfg := tinyConfig(t, dir, "hacpo", 3)
 	cfg.Rollouts.Every = 2
 	cfg.Method.Semantics = semantics
+	if overlong > 0 {
+		cfg.Method.OverlongPenalty = &overlong
+	}
 	mustTrain(t, cfg)
 	want, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if overlong > 0 && !slices.ContainsFunc(want, func(r metrics.Record) bool { return r.Values["reward/overlong_penalty"] > 0 }) {
+		t.Fatal("no response was penalised: the run does not exercise the overlong penalty")
 	}
 
 	names := cfg.AgentNames()

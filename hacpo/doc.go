@@ -290,8 +290,12 @@
 //     accuracy counts rewards > success; mean_reward averages R − min. Shaping
 //     (the overlong penalty, the KL in the reward) may take a reward below min:
 //     such a response pulls the weighted baseline down by its ω-weighted shortfall,
-//     like any reward. The capability tracker sees the task's rewards before shaping
-//     (P̂ estimates accuracy, not length or drift).
+//     like any reward. The capability tracker sees the rewards of the pool, the
+//     overlong penalty included (the rewards the agents exchange, one process or
+//     many) but not the KL in the reward, which is the learner's own: with
+//     capability accuracy, a right answer stays a success while its shaped reward
+//     is above success, i.e. unless the penalty factor is >= 1 and the answer
+//     reaches that far into the buffer (DAPO's factor 1: only at max_new_tokens).
 //  33. Rollout correction [verl TIS b8dc5377 and rollout_corr_helper; Yao et al.,
 //     "Your efficient RL framework secretly brings you off-policy RL training"]:
 //     when a response's sampler is not the trainer (an inference server; bf16

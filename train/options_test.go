@@ -185,3 +185,46 @@ func TestKLInReward(t *testing.T) {
 		t.Errorf("hacpo with kl_in_reward: %v", err)
 	}
 }
+
+// reward.range and reward.success_above reach the method's settings: the
+// baseline's anchor and guard, and the capability's success threshold.
+func TestRewardRangeSettings(t *testing.T) {
+	cfg := tinyConfig(t, t.TempDir(), "hacpo", 1)
+	s, err := methodSettings(cfg)
+	if err != nil || s.RewardMin != 0 || s.RewardMax != 1 || s.Capability.Success != 0 || s.Capability.RewardMin != 0 {
+		t.Fatalf("default range: %+v %v", s, err)
+	}
+	above := 0.25
+	cfg.Reward = &config.Reward{Command: []string{"x"}, Range: []float64{-1, 2}, SuccessAbove: &above}
+	s, err = methodSettings(cfg)
+	if err != nil || s.RewardMin != -1 || s.RewardMax != 2 || s.Capability.Success != 0.25 || s.Capability.RewardMin != -1 {
+		t.Fatalf("range [-1, 2], success above 0.25: %+v %v", s, err)
+	}
+	cfg.Reward.SuccessAbove = nil
+	if s, _ = methodSettings(cfg); s.Capability.Success != -1 {
+		t.Errorf("success_above defaults to the range's min, got %v", s.Capability.Success)
+	}
+}
+
+// The entropy bonus reaches the update: with token-mean aggregation and the
+// whole step in one mini-batch (tinyConfig: 8 responses, mini_batch 8) the
+// bonus is −entropy_coef × the mean token entropy of the agent's responses,
+// which the metric entropy measured on the same weights before the update.
+func TestEntropyBonus(t *testing.T) {
+	_, _, ms := optionsRun(t, "grpo, loss_agg: token-mean, entropy_coef: 0.1")
+	seen := 0
+	for _, r := range ms {
+		if r.Agent == "" {
+			continue
+		}
+		b, ok := r.Values["loss/entropy_bonus"]
+		want := -0.1 * r.Values["entropy"]
+		if !ok || want == 0 || math.Abs(b-want) > 1e-5*math.Abs(want) {
+			t.Errorf("%s: loss/entropy_bonus %v, want −0.1 × entropy = %v", r.Agent, b, want)
+		}
+		seen++
+	}
+	if seen != 3 {
+		t.Errorf("%d agents' records, want 3", seen)
+	}
+}

@@ -108,7 +108,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 
 	lr := learningRate(a.Opt, step, r.cfg.Steps)
 	var stats hacpo.Stats
-	var policy, kl, gradNorm float64
+	var policy, kl, entropyBonus, gradNorm float64
 	var applied, skipped, trainedTokens int
 	for m := range plan.MiniBatches {
 		refs := plan.Refs(m)
@@ -169,10 +169,24 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		if micro <= 0 {
 			micro = len(seqs)
 		}
+		bonus := 0.0 // the entropy bonus's value, Σ e·H
 		for lo := 0; lo < len(seqs); lo += micro {
 			hi := min(lo+micro, len(seqs))
-			if _, err := a.Trainer.Accumulate(ctx, seqs[lo:hi], grad[lo:hi]); err != nil {
+			if loss.EntropyWeights == nil {
+				if _, err := a.Trainer.Accumulate(ctx, seqs[lo:hi], grad[lo:hi]); err != nil {
+					return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
+				}
+				continue
+			}
+			e := loss.EntropyWeights[lo:hi]
+			_, H, err := a.Trainer.AccumulateEntropy(ctx, seqs[lo:hi], grad[lo:hi], e)
+			if err != nil {
 				return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
+			}
+			for b := range H {
+				for t, h := range H[b] {
+					bonus += float64(e[b][t]) * float64(h)
+				}
 			}
 		}
 		gn, err := a.Trainer.Apply(ctx, lr)
@@ -188,6 +202,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		}
 		applied++
 		stats.Add(loss.Stats)
+		entropyBonus += bonus
 		policy += loss.Policy
 		kl += loss.KL
 		gradNorm += gn
@@ -199,6 +214,9 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	v["grad_norm"] = gradNorm / n
 	v["ratio/self_mean"] = stats.SelfRatioMean()
 	v["clip/self_frac"] = stats.SelfClipFrac()
+	if algo.EntropyCoef > 0 {
+		v["loss/entropy_bonus"] = entropyBonus / n
+	}
 	if algo.MaskTruncated {
 		v["masked_frac"] = float64(stats.Masked) / math.Max(float64(stats.Sequences), 1)
 	}
@@ -336,6 +354,10 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	if m.MaxSampleRounds != nil {
 		s.MaxSampleRounds = *m.MaxSampleRounds
 	}
+	if m.RolloutIS != nil {
+		s.RolloutIS = hacpo.ISLevel(*m.RolloutIS)
+	}
+	setF(&s.RolloutISCap, m.RolloutISCap)
 	if err := setOverlongBuffer(&s, cfg); err != nil {
 		return s, err
 	}
@@ -346,6 +368,7 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	case "mean_reward":
 		s.Capability.Metric = hacpo.MeanReward
 	}
+	s.SetRewards(cfg.RewardRange())
 	s.Semantics = hacpo.Semantics(m.Semantics)
 	if s.IsOriginal() && m.LossAgg == nil {
 		s.LossAgg = "" // the original semantics fixes its own (hacpo/doc.go decision 26)

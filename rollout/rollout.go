@@ -39,6 +39,11 @@ type Rollout struct {
 	// scoring pass before any update of the step.
 	OldLogProbs []float32 `json:"old_log_probs,omitempty"`
 
+	// ISWeights are the rollout correction's weights of the response
+	// (hacpo.Settings.RolloutWeights: one per token, or one), when its
+	// sampler is not the trainer and the method corrects for it; else nil.
+	ISWeights []float64 `json:"is_weights,omitempty"`
+
 	// WeightVersion is the version of the source's weights that sampled
 	// it when an inference server did (the number of steps done when they
 	// were pushed); "" when sampled in-process.

@@ -133,6 +133,16 @@ func weightVersionMetrics(a *Agent, samples []rolloutengine.Sample, v map[string
 	return true
 }
 
+// samplerDiffers reports whether agent a's responses are drawn by something
+// other than the trainer's float32 weights — an inference server, or
+// bfloat16 sampling weights — whose log-probs then differ from the old
+// log-probs (rollout/logprob_abs_diff) and which the rollout correction
+// (method.rollout_is) weighs.
+func (a *Agent) samplerDiffers() bool {
+	_, remote := a.rollout.(rolloutengine.Syncer)
+	return remote || a.Model.SampleDType() == model.WeightsBFloat16
+}
+
 // logProbDiff is the mean absolute difference, per token, between the
 // log-probs a server reported for its responses and the trainer's own
 // (the old log-probs the method uses): 0 when both compute alike; a

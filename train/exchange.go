@@ -172,6 +172,13 @@ func checkPayload(p *stepPayload, step int, name string, source, prompts, G int,
 			return fmt.Errorf("rollout %d: %d tokens with %d old log-probs", n, len(ro.Tokens), len(ro.OldLogProbs))
 		case math.IsNaN(ro.Reward) || math.IsInf(ro.Reward, 0):
 			return fmt.Errorf("rollout %d: reward %v", n, ro.Reward)
+		case len(ro.ISWeights) > 1 && len(ro.ISWeights) != len(ro.Tokens):
+			return fmt.Errorf("rollout %d: %d rollout-correction weights for %d tokens, want 1 or one per token", n, len(ro.ISWeights), len(ro.Tokens))
+		}
+		for i, w := range ro.ISWeights {
+			if !(w >= 0) || math.IsInf(w, 0) {
+				return fmt.Errorf("rollout %d: rollout-correction weight %v at %d, want finite and >= 0", n, w, i)
+			}
 		}
 		// A log-prob enters every learner's ratios with this source: a NaN,
 		// an infinity or a positive value would poison them unnoticed.

@@ -228,3 +228,59 @@ func TestEntropyBonus(t *testing.T) {
 		t.Errorf("%d agents' records, want 3", seen)
 	}
 }
+
+// The rollout correction reaches the update: with gpt-char sampling from
+// bfloat16 weights, every learner (all three see gpt-char's responses under
+// HACPO) weighs them, the weights are not all 1, the other agents' are not
+// weighted, and the update differs from the run without correction.
+func TestRolloutCorrection(t *testing.T) {
+	run := func(is string) []metrics.Record {
+		dir := t.TempDir()
+		cfg := tinyConfig(t, dir, "hacpo, rollout_is: "+is, 1)
+		cfg.Eval.Every, cfg.Eval.Sets = 0, nil
+		cfg.Reward = &config.Reward{Command: []string{pythonPath(t), "testdata/logreward.py", filepath.Join(dir, "reward.log")},
+			Timeout: config.DefaultRewardTimeout, StartTimeout: config.DefaultRewardStartTimeout}
+		cfg.Agents[0].SampleDType = "bfloat16"
+		r, err := New(context.Background(), cfg, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "rollout correction: " + is + " weights min(π_old/π_sampler, 2), for gpt-char"; is != "off" && !strings.Contains(r.Plan(), want) {
+			t.Errorf("plan lacks %q:\n%s", want, r.Plan())
+		}
+		if _, err := r.Train(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ms
+	}
+	off := map[string]map[string]float64{}
+	for _, r := range run("off") {
+		if r.Agent != "" {
+			off[r.Agent] = r.Values
+			if _, ok := r.Values["rollout_is/weight_mean"]; ok {
+				t.Errorf("%s: rollout_is metrics without the correction", r.Agent)
+			}
+		}
+	}
+	for _, is := range []string{"sequence", "geometric"} {
+		for _, r := range run(is) {
+			if r.Agent == "" {
+				continue
+			}
+			w, ok := r.Values["rollout_is/weight_mean"]
+			if !ok || !(w > 0) || w == 1 || !(w <= 2) {
+				t.Errorf("%s %s: rollout_is/weight_mean %v", is, r.Agent, w)
+			}
+			if f := r.Values["rollout_is/capped_frac"]; !(f >= 0 && f <= 1) {
+				t.Errorf("%s %s: rollout_is/capped_frac %v", is, r.Agent, f)
+			}
+			if r.Values["loss/policy"] == off[r.Agent]["loss/policy"] {
+				t.Errorf("%s %s: loss/policy %v as without the correction", is, r.Agent, r.Values["loss/policy"])
+			}
+		}
+	}
+}

@@ -614,6 +614,19 @@ func (r *Run) Plan() string {
 	if r.algo.OverlongPenalty > 0 {
 		fmt.Fprintf(&b, "overlong penalty: a response loses up to %g reward over its last %d tokens before max_new_tokens\n", r.algo.OverlongPenalty, r.algo.OverlongBuffer)
 	}
+	if r.algo.RolloutIS != "" && r.algo.RolloutIS != hacpo.ISOff {
+		var corrected []string
+		for _, a := range r.agents {
+			if a.samplerDiffers() {
+				corrected = append(corrected, a.Name)
+			}
+		}
+		who := "no agent here samples with other weights than it trains (rollout engine openai or sample_dtype bfloat16): every weight is 1"
+		if len(corrected) > 0 {
+			who = "for " + strings.Join(corrected, ", ")
+		}
+		fmt.Fprintf(&b, "rollout correction: %s weights min(π_old/π_sampler, %g), %s\n", r.algo.RolloutIS, r.algo.RolloutISCap, who)
+	}
 	if r.algo.IsOriginal() {
 		fmt.Fprintf(&b, "original semantics: each step's batch is balanced over %d ranks by sequence length; the membership below is for sequences of equal length\n", hacpo.OriginalRanks)
 	}

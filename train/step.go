@@ -297,6 +297,7 @@ func (r *Run) sampleRound(ctx context.Context, step, rnd int, problems []task.Pr
 func (r *Run) sampleOwn(ctx context.Context, step, rnd int, problems []task.Problem, prompts [][][]int, stats []samplingStats) (*rollout.Pool, []float64, error) {
 	G := r.cfg.Batch.ResponsesPerPrompt * r.algo.ResponsesMultiplier
 	pool := &rollout.Pool{Agents: len(r.names), Prompts: len(problems)}
+	sampled := make([][][]float32, len(r.names)) // per agent whose sampler is not the trainer, its log-probs of each response
 	purpose := "sample"
 	if rnd > 0 {
 		purpose = fmt.Sprintf("sample/round %d", rnd)
@@ -334,6 +335,12 @@ func (r *Run) sampleOwn(ctx context.Context, step, rnd int, problems []task.Prob
 			st.served = append(st.served, s.LogProbs)
 		}
 		st.samples = append(st.samples, samples...)
+		if a.samplerDiffers() {
+			sampled[j] = make([][]float32, len(samples))
+			for n, s := range samples {
+				sampled[j][n] = s.LogProbs
+			}
+		}
 	}
 	taskRewards, err := r.scoreRewards(ctx, step, problems, pool, stats)
 	if err != nil {
@@ -356,6 +363,11 @@ func (r *Run) sampleOwn(ctx context.Context, step, rnd int, problems []task.Prob
 		st := &stats[j]
 		for i, ro := range own {
 			ro.OldLogProbs = sc.LogProbs[i]
+			if sampled[j] != nil {
+				if ro.ISWeights, err = r.algo.RolloutWeights(ro.OldLogProbs, sampled[j][i]); err != nil {
+					return nil, nil, fmt.Errorf("step %d: agent %s: response %d: %w", step+1, a.Name, i, err)
+				}
+			}
 			for _, e := range sc.Entropy[i] {
 				st.entropy += float64(e)
 				st.entropyTokens++

@@ -120,7 +120,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 			it := view.Items[i]
 			ro := it.Rollout
 			s := hacpo.Sample{Self: it.Self, Source: ro.Source, Advantage: adv[i], OldMeanLogProb: ro.OldMeanLogProb(),
-				Masked: algo.MaskTruncated && !ro.Stopped}
+				Masked: algo.MaskTruncated && !ro.Stopped, ISWeights: ro.ISWeights}
 			if it.Self {
 				s.OldLogProbs = ro.OldLogProbs
 				if ref != nil {
@@ -216,6 +216,10 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	v["clip/self_frac"] = stats.SelfClipFrac()
 	if algo.EntropyCoef > 0 {
 		v["loss/entropy_bonus"] = entropyBonus / n
+	}
+	if stats.ISUnits > 0 {
+		v["rollout_is/weight_mean"] = stats.ISWeightMean()
+		v["rollout_is/capped_frac"] = stats.ISCappedFrac()
 	}
 	if algo.MaskTruncated {
 		v["masked_frac"] = float64(stats.Masked) / math.Max(float64(stats.Sequences), 1)

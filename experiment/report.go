@@ -68,6 +68,14 @@ func Collect(c *Config, warn io.Writer) ([]CellResult, error) {
 		}
 		cr := CellResult{Cell: cell.ID(), Setting: cell.Setting, Method: cell.Method, Seed: cell.Seed, Agents: map[string]*AgentResult{}}
 		steps := map[string][]map[string]float64{} // an agent's step records, in order
+		// Under dynamic sampling a step samples dynamic/sampled_prompts
+		// prompts (its run-wide record says), not prompts_per_step.
+		sampled := map[int]float64{}
+		for _, r := range recs {
+			if v, ok := r.Values["dynamic/sampled_prompts"]; ok && r.Agent == "" {
+				sampled[r.Step] = v
+			}
+		}
 		for _, r := range recs {
 			if r.Agent == "" {
 				cr.Seconds += r.Values["time/step"]
@@ -94,7 +102,7 @@ func Collect(c *Config, warn io.Writer) ([]CellResult, error) {
 				continue
 			}
 			// A step record: rollout cost and diagnostics.
-			n := responsesPerStep(c, cell)
+			n := responsesPerStep(c, cell, sampled[r.Step])
 			ar.Responses += n
 			ar.Tokens += r.Values["length/mean"] * float64(n)
 			steps[r.Agent] = append(steps[r.Agent], r.Values)
@@ -138,7 +146,10 @@ func diagnostics(steps []map[string]float64) map[string]float64 {
 	return out
 }
 
-func responsesPerStep(c *Config, cell Cell) int {
+// responsesPerStep is how many responses an agent of the cell sampled in a
+// step: prompts (prompts_per_step when 0) × responses_per_prompt × the
+// method's responses multiplier.
+func responsesPerStep(c *Config, cell Cell, prompts float64) int {
 	m := config.Method{Name: cell.Method}
 	if cell.Variant != nil {
 		m = cell.Variant.Method
@@ -150,7 +161,11 @@ func responsesPerStep(c *Config, cell Cell) int {
 			mult = s.ResponsesMultiplier
 		}
 	}
-	return c.Run.Batch.PromptsPerStep * c.Run.Batch.ResponsesPerPrompt * mult
+	p := c.Run.Batch.PromptsPerStep
+	if prompts > 0 {
+		p = int(prompts)
+	}
+	return p * c.Run.Batch.ResponsesPerPrompt * mult
 }
 
 // stat is a mean ± sample std over seeds.

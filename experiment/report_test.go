@@ -221,8 +221,12 @@ func TestVariantOnSomeSettings(t *testing.T) {
 	for _, cell := range c.Cells() {
 		ids = append(ids, cell.ID())
 		if cell.Method == "gspo3x" {
-			if n := responsesPerStep(c, cell); n != 24 {
+			if n := responsesPerStep(c, cell, 0); n != 24 {
 				t.Errorf("%s: %d responses per step, want 4 × 2 × 3", cell.ID(), n)
+			}
+			// A step of dynamic sampling that sampled 3 rounds of 4 prompts.
+			if n := responsesPerStep(c, cell, 12); n != 72 {
+				t.Errorf("%s: %d responses in a step that sampled 12 prompts, want 12 × 2 × 3", cell.ID(), n)
 			}
 		}
 	}

@@ -38,17 +38,23 @@ func (s Settings) ratio(lr float64) (r, dr float64) {
 	return r, r
 }
 
+// clip returns r clamped to [lo, hi] and where r lies against that range.
+func clip(r, lo, hi float64) (float64, Clip) {
+	switch {
+	case r < lo:
+		return lo, Below
+	case r > hi:
+		return hi, Above
+	}
+	return r, Inside
+}
+
 // ppo is the PPO objective min(r·A, clip(r, lo, hi)·A), as a loss (negated), with
 // derivative through r (dr = dr/dx). Inside [lo, hi] both branches coincide.
 func ppo(r, dr, adv, lo, hi float64) Term {
 	t := Term{Ratio: r}
-	c := r
-	switch {
-	case r < lo:
-		c, t.Clip = lo, Below
-	case r > hi:
-		c, t.Clip = hi, Above
-	}
+	var c float64
+	c, t.Clip = clip(r, lo, hi)
 	un, cl := r*adv, c*adv
 	if un <= cl { // unclipped branch is the min (ties: both branches equal, adv == 0 or r inside)
 		t.Value, t.Grad = -un, -adv*dr
@@ -64,13 +70,8 @@ func ppo(r, dr, adv, lo, hi float64) Term {
 // to x is −clip(r)·A, whether r is clipped or not (decision 30).
 func cispo(r, adv, lo, hi float64) Term {
 	t := Term{Ratio: r}
-	c := r
-	switch {
-	case r < lo:
-		c, t.Clip = lo, Below
-	case r > hi:
-		c, t.Clip = hi, Above
-	}
+	var c float64
+	c, t.Clip = clip(r, lo, hi)
 	t.Value, t.Grad = -c*adv, -c*adv
 	return t
 }

@@ -29,7 +29,7 @@
 //	plus KLCoef × the token-mean k3 KL to the reference model, on self samples only.
 //
 // with the loss the mean over the mini-batch's sequences: the paper's. Decisions
-// 27–33 add verl's and TRL's options to every method: the loss aggregation, the
+// 27–34 add verl's and TRL's options to every method: the loss aggregation, the
 // advantage's std scope (Settings.AdvantageStd), CISPO's self rule, the KL
 // estimator and KL in the reward, an entropy bonus, masked truncated responses,
 // DAPO's overlong penalty and dynamic sampling, rewards in any range, and the
@@ -313,6 +313,19 @@
 //     level is refused with shared rollouts (as decision 16's token ratio). A
 //     response sampled in-process in float32 has weight 1: its sampler is the
 //     trainer. The cap C (rollout_is_cap, 2 as verl's threshold) must be >= 1.
+//  34. The remaining options and the cross terms: AdvantageStd batch divides by the
+//     std of every reward of the step the learner uses (BatchStd) — with shared
+//     rollouts every agent's, the joint group's population extended to the step —
+//     the mean staying per group (TRL's scale_rewards "batch"); the baseline is
+//     still decision 4's. MaskTruncated masks every response cut at its source's
+//     max_new_tokens, for every learner: a cross sample's truncation is its
+//     source's (TRL's mask_truncated_completions; DAPO's overlong filtering); it
+//     still counts in its group's advantages. The overlong penalty (DAPO §3.4,
+//     verl's DAPO reward manager) is the source's: a response's length in its
+//     source's tokens against its source's max_new_tokens, and every learner sees
+//     the shaped reward. Nothing here changes ω, α, the stepwise bound L_m or the
+//     cross clamp: a cross term is decision 8's, then weighted by its rollout
+//     correction (decision 33) and aggregated (decision 27).
 //
 // # Numbers and determinism
 //

@@ -48,7 +48,7 @@ type Config struct {
 	// MethodVariants run on every setting after the methods, each a name
 	// (its label in the report) and a method section, e.g.
 	// {name: hacpo-original, method: {name: hacpo, semantics: original}}.
-	// The report compares each with the method it varies.
+	// The report compares each with the method it varies (or its against).
 	MethodVariants []Variant  `yaml:"method_variants"`
 	Ablations      *Ablations `yaml:"ablations"`
 }
@@ -72,6 +72,10 @@ type Variant struct {
 	// Settings, for a method variant, are the settings it runs on (default:
 	// all), e.g. GSPO×3 only where three agents train together.
 	Settings []string `yaml:"settings"`
+	// Against, for a method variant, is the method or variant the report
+	// compares it with (default: the preset it varies, Method.Name), e.g.
+	// grpo for {name: dapo, method: {name: dapo}, against: grpo}.
+	Against string `yaml:"against"`
 }
 
 // runsOn reports whether method m (a method, a variant's name, or
@@ -179,6 +183,11 @@ func (c *Config) validate() error {
 			if !names[name] {
 				bad("method_variants[%d].settings: %q is not one of the settings", i, name)
 			}
+		}
+	}
+	for i, v := range c.MethodVariants {
+		if v.Against != "" && (!methods[v.Against] || v.Against == v.Name) {
+			bad("method_variants[%d].against: %q is not another method or variant of the grid", i, v.Against)
 		}
 	}
 	if a := c.Ablations; a != nil {

@@ -578,6 +578,9 @@ func (c *Config) claims() []comparison {
 	out := append([]comparison(nil), claims...)
 	for _, v := range c.MethodVariants {
 		base := v.Method.Name
+		if v.Against != "" {
+			base = v.Against
+		}
 		out = append(out, comparison{v.Name, base, v.Name + " against " + base})
 		for _, cl := range claims {
 			switch {
@@ -589,6 +592,16 @@ func (c *Config) claims() []comparison {
 		}
 	}
 	return out
+}
+
+// compares reports whether methods a and b both run on some setting.
+func (c *Config) compares(a, b string) bool {
+	for _, s := range c.Settings {
+		if c.runsOn(s.Name, a) && c.runsOn(s.Name, b) {
+			return true
+		}
+	}
+	return false
 }
 
 // pairedDiffs returns, per seed with both, final[key] of method a minus that of
@@ -706,6 +719,9 @@ func writeClaims(b *strings.Builder, results []CellResult, c *Config, keys []str
 		}
 		b.WriteString("---|\n")
 		for _, cl := range c.claims() {
+			if !c.compares(cl.a, cl.b) {
+				continue // a claim about methods this grid does not run
+			}
 			fmt.Fprintf(b, "| %s | %s − %s |", cl.claim, cl.a, cl.b)
 			per, all := c.agentDiffs(results, c.Settings, cl.a, cl.b, k)
 			for _, d := range per {
@@ -799,7 +815,9 @@ func writeEffects(b *strings.Builder, results []CellResult, c *Config, keys []st
 	}
 	var pairs []pair
 	for _, cl := range c.claims() {
-		pairs = append(pairs, pair{cl.a, cl.b, c.Settings})
+		if c.compares(cl.a, cl.b) {
+			pairs = append(pairs, pair{cl.a, cl.b, c.Settings})
+		}
 	}
 	if a := c.Ablations; a != nil {
 		for _, s := range c.Settings {

@@ -343,3 +343,35 @@ func TestCollectFirstAndLastTenth(t *testing.T) {
 		t.Errorf("the first → last table lacks the cross ratio's drift:\n%s", b.String())
 	}
 }
+
+// A method variant's against names what the report compares it with; it
+// must be another method or variant of the grid.
+func TestVariantAgainst(t *testing.T) {
+	c := &Config{Methods: []string{"grpo", "hacpo"}, MethodVariants: []Variant{
+		{Name: "dapo", Method: config.Method{Name: "dapo"}, Against: "grpo"},
+		{Name: "hacpo-tm", Method: config.Method{Name: "hacpo"}},
+	}}
+	var got []string
+	for _, cl := range c.claims()[len(claims):] {
+		if strings.Contains(cl.claim, " against ") {
+			got = append(got, cl.claim)
+		}
+	}
+	if want := []string{"dapo against grpo", "hacpo-tm against hacpo"}; !slices.Equal(got, want) {
+		t.Errorf("claims %v, want %v", got, want)
+	}
+	// The report leaves out the claims about methods the grid does not run.
+	c.Settings = []Setting{{Name: "a"}}
+	if !c.compares("dapo", "grpo") || !c.compares("hacpo", "initial") || c.compares("hacpo", "gspo") {
+		t.Errorf("compares: dapo−grpo %v, hacpo−initial %v, hacpo−gspo %v; want true, true, false",
+			c.compares("dapo", "grpo"), c.compares("hacpo", "initial"), c.compares("hacpo", "gspo"))
+	}
+	for _, against := range []string{"ppo", "dapo"} {
+		c := &Config{Seeds: []int64{1}, Methods: []string{"grpo"}, Settings: []Setting{{Name: "a"}},
+			MethodVariants: []Variant{{Name: "dapo", Method: config.Method{Name: "dapo"}, Against: against}}}
+		want := `method_variants[0].against: "` + against + `" is not another method or variant of the grid`
+		if err := c.validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("against %s: %v", against, err)
+		}
+	}
+}

@@ -35,12 +35,13 @@ func TestXLAGradientsMatchNative(t *testing.T) {
 	}
 }
 
-// So is the gradient with an entropy term (AccumulateEntropy), of a full
-// model and of adapters: the term changes only the LM head's gradient,
-// whose path below the head the check above covers for every family.
+// So is the gradient with an entropy term (AccumulateEntropy), here of
+// adapters: the term changes only the LM head's gradient, whose path below
+// the head the check above covers for every family, and the Go backend's
+// graphs are held to the native engine for full models too
+// (TestEntropyGradientsMatchGraph); one model keeps the XLA step short.
 func TestXLAEntropyGradientsMatchNative(t *testing.T) {
 	b := xlatest.Backend(t)
-	checkEntropyGradients(t, newTinyOn(t, b, "qwen3-gqa", 23), "qwen3-gqa", nil, xlaLogProbTol)
 	checkEntropyGradients(t, newTinyOn(t, b, "gpt-tanh", 21), "gpt-tanh", []string{AllLinear}, xlaLogProbTol)
 }
 

@@ -56,6 +56,17 @@ func checkDynamic(s hacpo.Settings, cfg *config.Config, member *Member) error {
 	return nil
 }
 
+// CheckMembers reports what in cfg cannot run with its agents as processes
+// (hacrl train --processes, hacrl agent), so that a command refuses it
+// before it starts any.
+func CheckMembers(cfg *config.Config) error {
+	s, err := methodSettings(cfg)
+	if err != nil {
+		return err
+	}
+	return checkDynamic(s, cfg, &Member{})
+}
+
 // sampleDynamic is sample under dynamic sampling (this process holds every
 // agent: checkDynamic).
 func (r *Run) sampleDynamic(ctx context.Context, step int, stats []samplingStats) (*stepBatch, error) {

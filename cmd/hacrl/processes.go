@@ -55,6 +55,9 @@ func (p *procFlags) register(f *pflag.FlagSet) {
 func trainProcesses(ctx context.Context, cmd *cobra.Command, cfgPath string, cfg *config.Config, o trainOverrides, p procFlags, opts train.Options) error {
 	onInterrupt("telling every agent to stop: they stop after the same step and save a checkpoint there")
 	stderr := &lockedWriter{w: cmd.ErrOrStderr()}
+	if err := train.CheckMembers(cfg); err != nil {
+		return fmt.Errorf("config %s: %w", cfgPath, err)
+	}
 	names := cfg.AgentNames()
 	local, err := p.localAgents(names)
 	if err != nil {

@@ -404,3 +404,19 @@ func TestBusCommandAndWait(t *testing.T) {
 		t.Errorf("hacrl bus said on an interrupt:\n%s\nwant that it stops the server (it saves no checkpoint)", out)
 	}
 }
+
+// Dynamic sampling needs every agent in one process: --processes refuses it
+// before starting the bus or any agent, naming the key.
+func TestProcessesRefuseDynamicSampling(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "procs")
+	res := run(t, hacrlBin(t), "", "", nil, "train", procConfig(t, out, "0.0001"), "--processes", "--set", "method.dynamic_sampling=true")
+	if res.code == 0 || !strings.Contains(res.stderr, "method.dynamic_sampling") || !strings.Contains(res.stderr, "cannot run with agents as processes") {
+		t.Fatalf("status %d\n%s", res.code, res.stderr)
+	}
+	if strings.Contains(res.stderr, "bus:") {
+		t.Errorf("the bus started before the refusal:\n%s", res.stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("the refused run left %s behind", out)
+	}
+}

@@ -7,6 +7,9 @@
 // with `npm ci` (node_modules is git-ignored) on first use; later tests
 // reuse the install while its versions match the lock file.
 //
+// Packages does the same for another directory of pinned packages (view's
+// browser test: playwright-core in view/testdata/browser).
+//
 // It needs node and npm and, for the first install, the npm registry;
 // without them a test fails. On an offline developer machine set
 // HACRL_SKIP_NPM=1 to skip these checks.
@@ -15,6 +18,7 @@ package npmtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,18 +40,29 @@ var mu sync.Mutex // one install at a time within a test binary (flock between b
 // packages installed, skipping the test when HACRL_SKIP_NPM=1.
 func Dir(t testing.TB) string {
 	t.Helper()
+	return Packages(t, filepath.Join("tokenizer", "testdata", "npm"))
+}
+
+// Packages returns the absolute path of rel, a directory of the checkout
+// (relative to its root) with a package.json and package-lock.json, with
+// the lock file's packages installed there as Dir installs its own (npm ci
+// under the flock rel/node_modules.lock, skipped while the installed
+// versions match the lock file). It skips the test when HACRL_SKIP_NPM=1.
+func Packages(t testing.TB, rel string) string {
+	t.Helper()
 	if os.Getenv("HACRL_SKIP_NPM") == "1" {
-		t.Skip("HACRL_SKIP_NPM=1: skipping the cross-check against the JavaScript implementations")
+		t.Skip("HACRL_SKIP_NPM=1: skipping the checks that need Node.js and npm packages")
 	}
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found: the JavaScript cross-checks need Node.js 20+ and npm%s", tool, Hint)
+			t.Fatalf("%s not found: the JavaScript checks need Node.js 20+ and npm%s", tool, Hint)
 		}
 	}
-	dir, err := packageDir()
+	root, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
+	dir := filepath.Join(root, rel)
 	mu.Lock()
 	defer mu.Unlock()
 	// go test runs packages in parallel processes: one installs at a time.
@@ -64,7 +79,7 @@ func Dir(t testing.TB) string {
 		err = json.Unmarshal(data, &lock)
 	}
 	if err != nil {
-		t.Fatalf("reading the pinned npm lock file: %v", err)
+		t.Fatalf("reading the pinned npm lock file of %s: %v", dir, err)
 	}
 	if installed(dir, lock.Packages) {
 		return dir
@@ -96,18 +111,18 @@ func installed(dir string, pkgs map[string]struct{ Version string }) bool {
 	return true
 }
 
-// packageDir finds tokenizer/testdata/npm from the working directory (a
+// repoRoot finds the checkout's root from the working directory (a
 // package directory of the module, as under go test).
-func packageDir() (string, error) {
+func repoRoot() (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	root, ok := shared.RepoRoot(wd)
 	if !ok {
-		return "", os.ErrNotExist
+		return "", fmt.Errorf("npmtest: no checkout root (go.mod) above %s", wd)
 	}
-	return filepath.Join(root, "tokenizer", "testdata", "npm"), nil
+	return root, nil
 }
 
 // Model returns the directory of a real tokenizer's files (tokenizer.json

@@ -37,6 +37,14 @@ if command -v gcc >/dev/null && [[ "${HACRL_SKIP_PYPI:-}" != 1 ]]; then
   echo "== XLA CPU plugin (scripts/xla-cpu-plugin.sh)"
   ./scripts/xla-cpu-plugin.sh
 fi
+# view's browser test (view/browser_test.go) drives Debian's Chromium,
+# headless, through playwright-core; it must be installed before go test
+# (unlike qemu below, which runs after it). Without it the test fails and
+# names scripts/chromium.sh; HACRL_SKIP_NPM=1 skips it with the npm checks.
+if [[ "${HACRL_SKIP_NPM:-}" != 1 ]]; then
+  echo "== Chromium for view's browser test (scripts/chromium.sh)"
+  ./scripts/chromium.sh >/dev/null || echo "== no Chromium: view's browser test will fail (see above)" >&2
+fi
 echo "== go test"
 go test -count=1 -timeout 25m ./... 2>&1 | tee /tmp/hacrl-test.log
 # The suite above ran on the best kernel path this CPU has (internal/kernel,

@@ -85,6 +85,9 @@ type Config struct {
 	// Rollouts schedules the readable rollout logs in OUT/rollouts (off by
 	// default).
 	Rollouts Rollouts `yaml:"rollouts,omitempty" json:"rollouts,omitempty"`
+	// Tracking sends the run's metrics to an experiment tracker as well as
+	// to OUT/metrics.jsonl (off by default).
+	Tracking *Tracking `yaml:"tracking,omitempty" json:"tracking,omitempty"`
 	// OnNonFinite is what a NaN or Inf loss or gradient does: skip drops the
 	// mini-batch and goes on, stop ends the run. Either way no non-finite
 	// value reaches a checkpoint.
@@ -896,6 +899,49 @@ type Rollouts struct {
 	Every int `yaml:"every,omitempty" json:"every,omitempty"`
 }
 
+// Tracking names the experiment trackers a run logs its metrics to, besides
+// OUT/metrics.jsonl and the TensorBoard files in OUT/tb (which wandb syncs:
+// see docs/tracking.md).
+type Tracking struct {
+	// MLflow logs every metric, the method and seed as params, and the
+	// run's status to an MLflow tracking server (package tracking/mlflow).
+	MLflow *MLflow `yaml:"mlflow,omitempty" json:"mlflow,omitempty"`
+}
+
+// MLflow is an MLflow tracking server and where a run goes in it. A server
+// that is down or slow never stops training: the metrics wait for it
+// (retried with backoff), and what could not be logged by the end is
+// reported in the run's log.
+type MLflow struct {
+	// URI is the tracking server, e.g. http://127.0.0.1:5000. Required.
+	URI string `yaml:"uri,omitempty" json:"uri,omitempty"`
+	// Experiment is the experiment's name; it is created when missing.
+	Experiment string `yaml:"experiment,omitempty" json:"experiment,omitempty" derived:"the config's name, else hacrl"`
+	// RunName is the MLflow run's name. A run resumed with --resume goes on
+	// logging to the MLflow run it started (OUT/mlflow.json names it).
+	RunName string `yaml:"run_name,omitempty" json:"run_name,omitempty" derived:"OUT's base name"`
+	// TokenEnv names an environment variable holding a bearer token sent as
+	// "Authorization: Bearer …" with every request; the token itself never
+	// goes in the config.
+	TokenEnv string `yaml:"token_env,omitempty" json:"token_env,omitempty"`
+}
+
+// validateTracking checks the tracking section.
+func validateTracking(t *Tracking, bad func(path, format string, args ...any)) {
+	m := t.MLflow
+	if m == nil {
+		return
+	}
+	if m.URI == "" {
+		bad("tracking.mlflow.uri", "required: the tracking server, e.g. http://127.0.0.1:5000")
+	} else if u, err := url.Parse(m.URI); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("tracking.mlflow.uri", "must be http://HOST[:PORT] or https://…, got %q", m.URI)
+	}
+	if m.TokenEnv != "" && !envName.MatchString(m.TokenEnv) {
+		bad("tracking.mlflow.token_env", "must be the name of an environment variable (letters, digits, _), got %q", m.TokenEnv)
+	}
+}
+
 // Load reads, checks and fills in defaults for a config file, with the
 // overrides sets applied to it (see Set).
 func Load(path string, sets ...Set) (*Config, error) {
@@ -1284,6 +1330,9 @@ func (c *Config) validate() error {
 	}
 	if c.Checkpoint.Keep < 1 {
 		bad("checkpoint.keep", "must be >= 1, got %d", c.Checkpoint.Keep)
+	}
+	if c.Tracking != nil {
+		validateTracking(c.Tracking, bad)
 	}
 	if c.Rollouts.Every < 0 {
 		bad("rollouts.every", "must be >= 0 (0 = off), got %d", c.Rollouts.Every)

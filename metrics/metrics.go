@@ -65,6 +65,19 @@ type Option func(*config)
 type config struct {
 	tensorBoard bool
 	host        string
+	sink        Sink
+}
+
+// Sink receives each record once Write has added it to the JSONL file: an
+// experiment tracker (package tracking/mlflow). Record must return at once
+// and must not keep rec.Values, which the caller may reuse.
+type Sink interface {
+	Record(rec Record)
+}
+
+// WithSink passes every record written on to s.
+func WithSink(s Sink) Option {
+	return func(c *config) { c.sink = s }
 }
 
 // WithTensorBoard turns the TensorBoard event files on (the default) or off.
@@ -160,6 +173,9 @@ func (w *Writer) Write(rec Record) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	w.size += int64(len(w.line))
+	if w.cfg.sink != nil {
+		w.cfg.sink.Record(rec)
+	}
 	if !w.cfg.tensorBoard || len(rec.Values) == 0 {
 		return nil
 	}

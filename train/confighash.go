@@ -33,6 +33,7 @@ var resumeMayChange = []string{
 	"backend",    // how the tensors are computed
 	"engine",     // which engine runs the models
 	"rollouts",   // readable rollout logs: written, not trained on
+	"tracking",   // experiment trackers (MLflow): where metrics are sent, not what is learned
 }
 
 // trainingConfig is the training-relevant part of cfg as canonical JSON: a

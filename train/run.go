@@ -63,6 +63,7 @@ import (
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/reward"
 	"github.com/hacrl/hacrl/rollout"
+	"github.com/hacrl/hacrl/tracking/mlflow"
 )
 
 // Observer receives progress: the CLI draws it live or logs it.
@@ -106,6 +107,7 @@ type Run struct {
 	reward  *reward.Client     // the external reward; nil: the task's own checker
 	wide    map[string]float64 // the current step's run-wide metrics (time/step, time/reward, …)
 	metrics *metrics.Writer
+	mlflow  *mlflow.Tracker // config tracking.mlflow (tracking.go); nil: off
 	obs     Observer
 	start   int // steps already done
 	seed    uint64
@@ -343,8 +345,13 @@ func (r *Run) claimOut(overwrite, resumed bool) error {
 	if err := rollout.PruneLogs(cfg.Out, r.start); err != nil {
 		return err
 	}
-	var err error
-	r.metrics, err = metrics.Open(cfg.Out, r.start)
+	track, err := r.startTracking(resumed)
+	if err != nil {
+		return err
+	}
+	if r.metrics, err = metrics.Open(cfg.Out, r.start, track...); err != nil {
+		r.endTracking(true, err)
+	}
 	return err
 }
 
@@ -398,6 +405,7 @@ func (r *Run) lockOutFor(opts Options, processes bool) error {
 // Close releases what the run holds: the metrics files and OUT's lock. Train
 // calls it when it returns; call it for a run that is not trained.
 func (r *Run) Close() error {
+	r.endTracking(false, nil)
 	var err error
 	if r.metrics != nil {
 		err = r.metrics.Close()
@@ -431,8 +439,11 @@ func (r *Run) StartStep() int { return r.start }
 // another thus stops at the step the other asks at, and no agent waits for
 // a step that another never shares. A stop agreed at the last step is the
 // run's normal end.
-func (r *Run) Train(ctx context.Context) (*Summary, error) {
-	defer r.Close()
+func (r *Run) Train(ctx context.Context) (_ *Summary, err error) {
+	defer func() {
+		r.endTracking(true, err)
+		r.Close()
+	}()
 	if r.member != nil {
 		r.interrupt = ctx.Done()
 		ctx = context.WithoutCancel(ctx)

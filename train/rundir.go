@@ -33,6 +33,7 @@ import (
 var runEntries = []string{
 	"metrics.jsonl", "config.yaml", "tb", "checkpoints", "final", "reference", "base",
 	"plots", "rollouts",
+	"mlflow.json",    // the MLflow run it logs to (tracking.go)
 	"agents", "nats", // a run of agent processes (hacrl train --processes)
 	"cell.yaml", "train.log", "done.json",
 	runlock.FileName,

@@ -330,6 +330,9 @@ func TestTrainingConfigHash(t *testing.T) {
 		{"checkpoint", func(c *config.Config) { c.Checkpoint.Keep = 5 }, ""},
 		{"backend", func(c *config.Config) { c.Backend = "go" }, ""},
 		{"engine", func(c *config.Config) { c.Engine = "graph" }, ""},
+		{"tracking", func(c *config.Config) {
+			c.Tracking = &config.Tracking{MLflow: &config.MLflow{URI: "http://127.0.0.1:5000", Experiment: "e"}}
+		}, ""},
 		{"lr", func(c *config.Config) { c.Agents[1].Optimizer.LR = 0.002 }, "agents[1].optimizer.lr: checkpoint 0.003, config 0.002"},
 		{"seed", func(c *config.Config) { c.Seed = 8 }, "seed: checkpoint 7, config 8"},
 		{"mini batch", func(c *config.Config) { c.Batch.MiniBatch = 4 }, "batch.mini_batch: checkpoint 8, config 4"},

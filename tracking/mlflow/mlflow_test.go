@@ -1,0 +1,191 @@
+package mlflow_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hacrl/hacrl/internal/mlflowtest"
+	"github.com/hacrl/hacrl/metrics"
+	"github.com/hacrl/hacrl/tracking/mlflow"
+)
+
+func TestKey(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"reward/mean", "reward/mean"},
+		{"gpt-char/omega/llama-bpe", "gpt-char/omega/llama-bpe"},
+		{"eval/test/avg@4", "eval/test/avg_4"},
+		{"time/step", "time/step"},
+		{"ω/x y:z.w", "ω/x y:z.w"},
+		{"a+b=c", "a_b_c"},
+	} {
+		if got := mlflow.Key(tc.in); got != tc.want {
+			t.Errorf("Key(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestFloatJSON(t *testing.T) {
+	for _, v := range []float64{0, -1.5, 1e-300, math.MaxFloat64, math.NaN(), math.Inf(1), math.Inf(-1)} {
+		b, err := mlflow.Float(v).MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back mlflow.Float
+		if err := back.UnmarshalJSON(b); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if g := float64(back); g != v && !(math.IsNaN(g) && math.IsNaN(v)) {
+			t.Errorf("%v → %s → %v", v, b, g)
+		}
+	}
+}
+
+// TestClientAgainstServer logs to a real `mlflow server` and reads the run
+// back with MLflow's Python client: a batch over MLflow's 1000-metric limit
+// (split into requests), non-finite values, params, tags, the run's status.
+func TestClientAgainstServer(t *testing.T) {
+	srv := mlflowtest.Start(t)
+	ctx := context.Background()
+	c, err := mlflow.NewClient(srv.URI, "", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp, err := c.ExperimentID(ctx, "client-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := c.ExperimentID(ctx, "client-test"); err != nil || again != exp {
+		t.Fatalf("ExperimentID again = %q, %v; want the same experiment %q", again, err, exp)
+	}
+	id, err := c.CreateRun(ctx, exp, "r1", time.Now(), []mlflow.Tag{{Key: "hacrl.method", Value: "hacpo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1200 values of 30 metrics (40 steps): two requests; special values
+	// at step 41.
+	var ms []mlflow.Metric
+	for i := range 1200 {
+		ms = append(ms, mlflow.Metric{Key: fmt.Sprintf("m/%02d", i%30), Value: mlflow.Float(float64(i) / 7), Timestamp: 1_790_000_000_000 + int64(i), Step: int64(i / 30)})
+	}
+	special := map[string]float64{"s/nan": math.NaN(), "s/inf": math.Inf(1), "s/ninf": math.Inf(-1), "s/tiny": 5e-324}
+	// MLflow stores ±Inf as ±MaxFloat64 (its SQL store), NaN as NaN.
+	stored := func(v float64) float64 {
+		if math.IsInf(v, 0) {
+			return math.Copysign(math.MaxFloat64, v)
+		}
+		return v
+	}
+	for k, v := range special {
+		ms = append(ms, mlflow.Metric{Key: k, Value: mlflow.Float(v), Timestamp: 1_790_000_001_000, Step: 41})
+	}
+	params := []mlflow.Param{{Key: "method", Value: "hacpo"}, {Key: "seed", Value: "7"}}
+	if err := c.LogBatch(ctx, id, ms, params, nil); err != nil {
+		t.Fatal(err)
+	}
+	// MLflow refuses a name with '@': the reason for Key.
+	err = c.LogBatch(ctx, id, []mlflow.Metric{{Key: "eval/test/avg@4", Value: 1, Step: 1}}, nil, nil)
+	var ae *mlflow.APIError
+	if !errors.As(err, &ae) || ae.Status != 400 || mlflow.Retryable(err) {
+		t.Errorf("logging a name with '@': %v; want a 400 that is not retried", err)
+	}
+	if err := c.UpdateRun(ctx, id, mlflow.Finished, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	run := srv.ReadRun(id)
+	if run.Status != "FINISHED" || run.RunName != "r1" || run.Experiment != "client-test" ||
+		run.Params["method"] != "hacpo" || run.Params["seed"] != "7" || run.Tags["hacrl.method"] != "hacpo" {
+		t.Errorf("run read back: status %q, name %q, experiment %q, params %v, tag hacrl.method %q",
+			run.Status, run.RunName, run.Experiment, run.Params, run.Tags["hacrl.method"])
+	}
+	if len(run.Metrics) != 30+len(special) {
+		t.Errorf("%d metrics read back, want %d", len(run.Metrics), 30+len(special))
+	}
+	got := map[string]map[int64]mlflowtest.Point{}
+	for k, h := range run.Metrics {
+		got[k] = map[int64]mlflowtest.Point{}
+		for _, p := range h {
+			if _, dup := got[k][p.Step]; dup {
+				t.Errorf("%s: step %d logged twice", k, p.Step)
+			}
+			got[k][p.Step] = p
+		}
+	}
+	for _, m := range ms {
+		p, ok := got[m.Key][m.Step]
+		v := stored(float64(m.Value))
+		if !ok || p.Timestamp != m.Timestamp || !(p.Value == v || math.IsNaN(v) && math.IsNaN(p.Value)) {
+			t.Errorf("%s at step %d: read back %+v (found %v), want %v at time %d", m.Key, m.Step, p, ok, v, m.Timestamp)
+		}
+	}
+	back, err := c.GetRun(ctx, id)
+	if err != nil || back.Info.Status != "FINISHED" || len(back.Data.Metrics) != len(run.Metrics) {
+		t.Fatalf("GetRun: %+v, %v", back, err)
+	}
+	for _, m := range back.Data.Metrics { // the latest value of each
+		if want := int64(39); strings.HasPrefix(m.Key, "m/") && m.Step != want {
+			t.Errorf("GetRun: latest %s at step %d, want %d", m.Key, m.Step, want)
+		}
+	}
+}
+
+// deadAddress is a loopback address where nothing listens.
+func deadAddress(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return "http://" + addr
+}
+
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) add(s string) { l.mu.Lock(); l.lines = append(l.lines, s); l.mu.Unlock() }
+func (l *logs) all() string  { l.mu.Lock(); defer l.mu.Unlock(); return strings.Join(l.lines, "\n") }
+
+// TestTrackerServerDown: with no server at all, recording never blocks,
+// the queue stays bounded (oldest steps dropped), the failure is warned
+// about once, and Close reports every step as not logged within its
+// deadline.
+func TestTrackerServerDown(t *testing.T) {
+	var log logs
+	tr, err := mlflow.Start(mlflow.Options{URI: deadAddress(t), Experiment: "e", RunName: "r", Dir: t.TempDir(),
+		Log: log.add, MaxPending: 4, Linger: time.Millisecond, FlushTimeout: 500 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	for step := 1; step <= 20; step++ {
+		tr.Record(metrics.Record{Step: step, Agent: "a", Time: 1.79e9, Values: map[string]float64{"x": 1, "y": 2}})
+		tr.Record(metrics.Record{Step: step, Time: 1.79e9, Values: map[string]float64{"time/step": 0.1}})
+	}
+	if d := time.Since(t0); d > 100*time.Millisecond {
+		t.Errorf("recording 20 steps took %v with the server down", d)
+	}
+	if b, _ := tr.Dropped(); b < 15 {
+		t.Errorf("%d steps dropped with room for 4 of 20, want at least 15", b)
+	}
+	t1 := time.Now()
+	tr.Close(mlflow.Finished)
+	if d := time.Since(t1); d > 3*time.Second {
+		t.Errorf("Close took %v, past its 500 ms deadline", d)
+	}
+	if b, v := tr.Dropped(); b != 20 || v != 60 {
+		t.Errorf("Dropped() = %d batches, %d values; want 20, 60", b, v)
+	}
+	out := log.all()
+	if strings.Count(out, "training goes on") != 1 || !strings.Contains(out, "no MLflow run was made, and the metrics of 20 steps (60 values) were not logged") {
+		t.Errorf("log:\n%s\nwant one warning and the final report", out)
+	}
+}

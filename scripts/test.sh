@@ -33,6 +33,15 @@ if [[ -z "${HACRL_PYTHON:-}" && "${HACRL_SKIP_PYPI:-}" != 1 ]]; then
   export HACRL_PYTHON
   echo "$HACRL_PYTHON ready in $((SECONDS - start)) s"
 fi
+# The MLflow server tracking/mlflow's tests log to (package mlflowtest), in
+# an environment of its own: scripts/pyenv/mlflow/requirements.txt.
+if [[ -z "${HACRL_MLFLOW:-}" && "${HACRL_SKIP_PYPI:-}" != 1 ]]; then
+  echo "== MLflow (scripts/mlflowenv.sh: the tracking server of the MLflow tests)"
+  start=$SECONDS
+  HACRL_MLFLOW="$(./scripts/mlflowenv.sh)"
+  export HACRL_MLFLOW
+  echo "$HACRL_MLFLOW ready in $((SECONDS - start)) s"
+fi
 if command -v gcc >/dev/null && [[ "${HACRL_SKIP_PYPI:-}" != 1 ]]; then
   echo "== XLA CPU plugin (scripts/xla-cpu-plugin.sh)"
   ./scripts/xla-cpu-plugin.sh

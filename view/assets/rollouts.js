@@ -109,7 +109,19 @@ export class Rollouts {
     }
     const id = `${run.id}/${step}`;
     if (!this.logs.has(id)) {
-      const res = await this.getJSON(`api/rollouts/${encodeURIComponent(step)}?run=${encodeURIComponent(run.id)}`);
+      let res;
+      try {
+        res = await this.getJSON(`api/rollouts/${encodeURIComponent(step)}?run=${encodeURIComponent(run.id)}`);
+      } catch (err) {
+        // A resumed run prunes the logs after its checkpoint: the log may
+        // be gone since the list was read. Then the list is read again.
+        const { steps } = await this.getJSON(`api/rollouts?run=${encodeURIComponent(run.id)}`);
+        if (steps.includes(Number(step))) throw err;
+        this.steps.set(run.id, steps);
+        this.renderSteps();
+        if (this.$('ro-step').value !== step) await this.load();
+        return;
+      }
       this.logs.set(id, res.records || []);
     }
     if (run !== this.run || step !== this.$('ro-step').value) return; // the choice changed meanwhile

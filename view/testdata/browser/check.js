@@ -14,9 +14,10 @@
 // Commands:
 //   {"op": "load"}: wait for the first full draw (body[data-ready]); the
 //       time from the start of navigation to it, the charts' keys
-//   {"op": "pixels", "key": K}: per agent, the pixels of K's canvas in the
-//       agent's colour (read from the runs panel), and those that are not
-//       background
+//   {"op": "pixels", "key": K, "top": F}: per agent, the pixels of K's
+//       canvas in the agent's colour (read from the runs panel; pixels
+//       the line's edge blends with the background count too), and those
+//       that are not background; with F, in the canvas's top fraction F only
 //   {"op": "hover", "key": K}: point at the right end of K's plot; the
 //       readout's rows
 //   {"op": "wait_readout", "key": K, "label": L, "step": S}: wait until the
@@ -30,6 +31,8 @@
 //   {"op": "show_run", "run": ID, "shown": B}: tick or untick the run
 //   {"op": "smooth", "value": V}: set the smoothing slider; the time until
 //       the redraw is done, and the redraw's own time
+//   {"op": "fresh_compare", "key": K}: load the page anew beside this one;
+//       how many pixels of K's chart differ between the two
 //   {"op": "screenshot", "path": P, "tab": "curves"|"rollouts"}: a
 //       screenshot of the whole page with that tab open, to look at
 //   {"op": "errors"}: what went wrong so far
@@ -50,27 +53,37 @@ async function main() {
     // No sandbox where the test runs as root (containers, CI).
     args: process.getuid && process.getuid() === 0 ? ['--no-sandbox'] : [],
   });
-  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
-  page.setDefaultTimeout(timeout);
   const problems = { console: [], failed: [] };
-  page.on('console', m => {
-    if (m.type() === 'error') problems.console.push(m.text());
-  });
-  page.on('pageerror', e => problems.console.push('uncaught: ' + (e.stack || e.message)));
-  page.on('requestfailed', r => {
-    // The event stream is cut when the test stops the server: not a failure of the page.
-    if (r.url().endsWith('/api/events') && r.failure() && /ERR_ABORTED/.test(r.failure().errorText)) return;
-    problems.failed.push(`${r.method()} ${r.url()}: ${r.failure() && r.failure().errorText}`);
-  });
-  // Nothing may be fetched from anywhere but the view itself.
   const origin = new URL(url).origin;
-  page.on('request', r => {
-    if (!r.url().startsWith(origin + '/') && !r.url().startsWith('data:')) problems.failed.push(`request outside the view: ${r.url()}`);
-  });
-  page.on('response', r => {
-    if (r.status() >= 400) problems.failed.push(`${r.request().method()} ${r.url()}: status ${r.status()}`);
-  });
-  await page.goto(url);
+  // open opens url in a new page whose problems are collected.
+  const open = async () => {
+    const p = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+    p.setDefaultTimeout(timeout);
+    p.on('console', m => {
+      if (m.type() === 'error') problems.console.push(m.text());
+    });
+    p.on('pageerror', e => problems.console.push('uncaught: ' + (e.stack || e.message)));
+    p.on('requestfailed', r => {
+      // The event stream is cut when a page closes or the test stops the server: not a failure of the page.
+      if (r.url().endsWith('/api/events') && r.failure() && /ERR_ABORTED/.test(r.failure().errorText)) return;
+      problems.failed.push(`${r.method()} ${r.url()}: ${r.failure() && r.failure().errorText}`);
+    });
+    // Nothing may be fetched from anywhere but the view itself.
+    p.on('request', r => {
+      if (!r.url().startsWith(origin + '/') && !r.url().startsWith('data:')) problems.failed.push(`request outside the view: ${r.url()}`);
+    });
+    p.on('response', r => {
+      if (r.status() >= 400) problems.failed.push(`${r.request().method()} ${r.url()}: status ${r.status()}`);
+    });
+    await p.goto(url);
+    return p;
+  };
+  const page = await open();
+  const ready = p => p.waitForSelector('body[data-ready="1"]', { timeout: 4 * timeout });
+  const pixelsOf = (p, key) => p.evaluate(key => {
+    const c = document.querySelector(`canvas[data-key="${key}"]`);
+    return c ? Array.from(c.getContext('2d').getImageData(0, 0, c.width, c.height).data) : null;
+  }, key);
 
   // plotPoint is where the pointer goes to read the last points: right of
   // the plot's last step, half-way up.
@@ -87,7 +100,7 @@ async function main() {
 
   const ops = {
     async load() {
-      await page.waitForSelector('body[data-ready="1"]', { timeout: 4 * timeout });
+      await ready(page);
       return page.evaluate(() => ({
         ms: performance.getEntriesByName('hacrl-first-draw')[0].startTime,
         draw_ms: Number(document.body.dataset.drawMs),
@@ -100,8 +113,8 @@ async function main() {
         charts: [...document.querySelectorAll('figure.chart')].map(f => f.dataset.key),
       }));
     },
-    async pixels({ key }) {
-      return page.evaluate(key => {
+    async pixels({ key, top }) {
+      return page.evaluate(([key, top]) => {
         const colors = {};
         for (const a of document.querySelectorAll('#runs .agent')) {
           const c = getComputedStyle(a.querySelector('.swatch')).backgroundColor.match(/\d+/g).map(Number);
@@ -109,17 +122,21 @@ async function main() {
         }
         const canvas = document.querySelector(`canvas[data-key="${key}"]`);
         if (!canvas) throw new Error(`no chart of ${key}`);
-        const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+        const rows = top ? Math.round(canvas.height * top) : canvas.height;
+        const d = canvas.getContext('2d').getImageData(0, 0, canvas.width, rows).data;
         const byAgent = Object.fromEntries(Object.keys(colors).map(a => [a, 0]));
         let drawn = 0;
         for (let i = 0; i < d.length; i += 4) {
           if (d[i] !== 255 || d[i + 1] !== 255 || d[i + 2] !== 255) drawn++;
+          // A pixel of a line in colour c over the white background is
+          // α·c + (1 − α)·white: the same α (at least 0.3) in every channel.
           for (const [a, c] of Object.entries(colors)) {
-            if (Math.abs(d[i] - c[0]) <= 8 && Math.abs(d[i + 1] - c[1]) <= 8 && Math.abs(d[i + 2] - c[2]) <= 8) byAgent[a]++;
+            const al = [0, 1, 2].map(j => c[j] === 255 ? null : (255 - d[i + j]) / (255 - c[j])).filter(x => x !== null);
+            if (Math.min(...al) >= 0.3 && Math.max(...al) - Math.min(...al) <= 0.1) byAgent[a]++;
           }
         }
         return { agents: byAgent, drawn };
-      }, key);
+      }, [key, top || 0]);
     },
     async hover({ key }) {
       const { canvas, x, y } = await plotPoint(key);
@@ -128,9 +145,14 @@ async function main() {
     },
     async wait_readout({ key, label, step }) {
       const t0 = Date.now();
-      await page.waitForFunction(([key, label, step]) =>
-        [...document.querySelectorAll(`figure.chart[data-key="${key}"] .readout tr`)]
-          .some(tr => tr.dataset.label === label && Number(tr.dataset.step) === step), [key, label, step]);
+      try {
+        await page.waitForFunction(([key, label, step]) =>
+          [...document.querySelectorAll(`figure.chart[data-key="${key}"] .readout tr`)]
+            .some(tr => tr.dataset.label === label && Number(tr.dataset.step) === step), [key, label, step]);
+      } catch (e) {
+        const rows = (await readRows(key)).map(r => `${r.label} step ${r.step}`).join(', ');
+        throw new Error(`${key}'s readout has no row of ${label} at step ${step} after ${Date.now() - t0} ms; it has ${rows || 'none'}`);
+      }
       return { ms: Date.now() - t0, rows: await readRows(key) };
     },
     async eval() {
@@ -186,7 +208,12 @@ async function main() {
       const t0 = Date.now();
       await page.click('#tabs button[data-tab="rollouts"]');
       await page.selectOption('#ro-run', String(run));
-      await page.waitForSelector(`#ro-step option[value="${step}"]`, { state: gone ? 'detached' : 'attached' });
+      try {
+        await page.waitForSelector(`#ro-step option[value="${step}"]`, { state: gone ? 'detached' : 'attached' });
+      } catch (e) {
+        const steps = await page.$$eval('#ro-step option', os => os.map(o => o.value).join(', '));
+        throw new Error(`run ${run}'s step list ${gone ? 'still has' : 'has no'} step ${step} after ${Date.now() - t0} ms; it has ${steps || 'none'}`);
+      }
       const ms = Date.now() - t0;
       await page.click('#tabs button[data-tab="curves"]');
       return { ms };
@@ -217,6 +244,28 @@ async function main() {
       await page.screenshot({ path, fullPage: true });
       await page.click('#tabs button[data-tab="curves"]');
       return {};
+    },
+    async fresh_compare({ key }) {
+      const fresh = await open();
+      try {
+        await ready(fresh);
+        const png = p => p.evaluate(key => {
+          const c = document.querySelector(`canvas[data-key="${key}"]`);
+          return c ? c.toDataURL() : null;
+        }, key);
+        const [pa, pb] = [await png(page), await png(fresh)];
+        if (!pa || !pb) throw new Error(`no chart of ${key} (${!pa ? 'on the page' : 'on the fresh page'})`);
+        if (pa === pb) return { differ: 0 };
+        // They differ: count the pixels (slow, on failure only).
+        const [a, b] = [await pixelsOf(page, key), await pixelsOf(fresh, key)];
+        let differ = 0;
+        for (let i = 0; i < Math.max(a.length, b.length); i += 4) {
+          if (a[i] !== b[i] || a[i + 1] !== b[i + 1] || a[i + 2] !== b[i + 2]) differ++;
+        }
+        return { differ, pixels: a.length / 4 };
+      } finally {
+        await fresh.close();
+      }
     },
     async errors() {
       return problems;

@@ -113,7 +113,7 @@ async function pullMetrics(run) {
         const moved = res.offset !== run.offset;
         // Ask for the next chunk before taking this one in: the server
         // reads it while the page stores these records.
-        next = records.length > 0 && moved ? ask(res.offset, res.gen) : null;
+        next = records.length > 0 && (moved || res.reset) ? ask(res.offset, res.gen) : null;
         if (res.reset) {
           run.series = new Map();
           run.lastStep = null;
@@ -154,8 +154,7 @@ function renderRuns() {
     const agents = (run.agents || []).map(a => el('span', { class: 'agent' },
       el('span', { class: 'swatch', style: `background:${colorOf(a)}` }), a));
     return el('li', { 'data-run': run.id },
-      el('label', {}, box, el('span', { class: 'dash', 'data-dash': run.index % dashes.length }),
-        el('strong', {}, run.name)),
+      el('label', {}, box, dashSample(run.index), el('strong', {}, run.name)),
       el('span', { class: 'meta' }, `${run.method || ''} · step ${last ?? '—'}/${run.steps ?? '?'} · `,
         run.done ? 'done' : 'running'),
       el('span', { class: 'agents' }, ...agents),
@@ -165,6 +164,21 @@ function renderRuns() {
   if (state.runs.length > 1) {
     legend.replaceChildren('line dash: run (see Runs); colour: agent');
   }
+}
+
+// dashSample is a short line in the dash of the run with index i, as its
+// lines are drawn.
+function dashSample(i) {
+  const c = el('canvas', { class: 'dash', width: 36, height: 10, role: 'img', 'aria-label': 'line style of this run' });
+  const ctx = c.getContext('2d');
+  ctx.strokeStyle = '#1d1d1f';
+  ctx.lineWidth = 1.75;
+  ctx.setLineDash(dashes[i % dashes.length]);
+  ctx.beginPath();
+  ctx.moveTo(0, 5);
+  ctx.lineTo(36, 5);
+  ctx.stroke();
+  return c;
 }
 
 // visibleKeys is the sorted metric keys of the shown runs that the filter

@@ -79,7 +79,7 @@ function nearest(xs, x) {
 export class Chart {
   constructor(key) {
     this.key = key;
-    this.canvas = el('canvas', { 'data-key': key });
+    this.canvas = el('canvas', { 'data-key': key, role: 'img', 'aria-label': 'chart of ' + key });
     this.readout = el('div', { class: 'readout', hidden: '' });
     this.node = el('figure', { class: 'chart', 'data-key': key },
       el('figcaption', {}, key), this.canvas, this.readout);

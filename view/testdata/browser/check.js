@@ -24,11 +24,15 @@
 //       readout (still pointing there) has L at step S; the rows
 //   {"op": "eval"}: the evaluation table's rows
 //   {"op": "rollout", "run": ID, "step": S, "prompt": P, "right": "",
-//       "agent": ""}: open the rollout browser on run ID, step S, prompt P
-//       with the reward and agent filters; the prompts and the columns
+//       "agent": "", "clip": ""}: open the rollout browser on run ID, step
+//       S, prompt P with the reward, agent and clip filters; the prompts and
+//       the columns
 //   {"op": "wait_step", "run": ID, "step": S, "gone": false}: wait until
 //       run ID's step list offers S (with gone: no longer offers it)
 //   {"op": "show_run", "run": ID, "shown": B}: tick or untick the run
+//   {"op": "filter", "text": T}: type T in the metrics filter; the charts
+//       drawn, and whether the box marks T as no regular expression
+//   {"op": "axis", "axis": "step"|"time"|"relative"}: pick the x axis
 //   {"op": "smooth", "value": V}: set the smoothing slider; the time until
 //       the redraw is done, and the redraw's own time
 //   {"op": "fresh_compare", "key": K}: load the page anew beside this one;
@@ -166,13 +170,14 @@ async function main() {
         })),
       };
     },
-    async rollout({ run, step, prompt, right, agent }) {
+    async rollout({ run, step, prompt, right, agent, clip }) {
       await page.click('#tabs button[data-tab="rollouts"]');
       await page.selectOption('#ro-run', String(run));
       await page.waitForSelector(`#ro-step option[value="${step}"]`, { state: 'attached' });
       await page.selectOption('#ro-step', String(step));
       await page.selectOption('#ro-right', right || '');
       await page.selectOption('#ro-agent', agent || '');
+      await page.selectOption('#ro-clip', clip || '');
       await page.click(`#prompts li[data-prompt="${prompt}"] button`);
       await page.waitForSelector(`.prompt-head[data-prompt="${prompt}"][data-step="${step}"]`);
       const res = await page.evaluate(() => ({
@@ -217,6 +222,21 @@ async function main() {
       const ms = Date.now() - t0;
       await page.click('#tabs button[data-tab="curves"]');
       return { ms };
+    },
+    async filter({ text }) {
+      const before = await page.evaluate(() => Number(document.body.dataset.draws));
+      await page.fill('#filter', text);
+      await page.waitForFunction(n => Number(document.body.dataset.draws) > n, before);
+      return {
+        charts: await page.$$eval('figure.chart', fs => fs.map(f => f.dataset.key)),
+        invalid: await page.$eval('#filter', f => f.classList.contains('invalid')),
+      };
+    },
+    async axis({ axis }) {
+      const before = await page.evaluate(() => Number(document.body.dataset.draws));
+      await page.selectOption('#axis', axis);
+      await page.waitForFunction(n => Number(document.body.dataset.draws) > n, before);
+      return {};
     },
     async show_run({ run, shown }) {
       await page.setChecked(`#runs input[data-run="${run}"]`, shown);

@@ -432,6 +432,11 @@ func WriteGzip(dst, src string) error {
 	return nil
 }
 
+// ParseLine decodes one line of a JSONL metrics file (with or without its
+// newline) as ReadFile does: a null value reads as NaN. Readers that tail a
+// file a run is still writing (package view) parse its lines one by one.
+func ParseLine(line []byte) (Record, error) { return parseLine(line) }
+
 // parseLine decodes one JSONL line.
 func parseLine(line []byte) (Record, error) {
 	var fields map[string]json.RawMessage

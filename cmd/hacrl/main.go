@@ -172,7 +172,7 @@ func rootCmd() *cobra.Command {
 	root.PersistentFlags().StringVar(&xlaPlugin, "xla-plugin", "", "the PJRT plugin file the XLA backend loads (builds with -tags xla; default: $"+backend.XLAPluginEnv+", else found locally, see the README's GPU section)")
 	root.PersistentFlags().StringVar(&data, "data", "", "shared data directory, holding benchmarks/ and train/ (default: see hacrl help)")
 	root.AddCommand(trainCmd(), sftCmd(), evalCmd(), benchCmd(), tokenizerCmd(), verifyCmd(), plotCmd(), experimentCmd(), rolloutsCmd(),
-		generateCmd(), scoreCmd(), promptCmd(), mergeCmd(), serveCmd(), agentCmd(), busCmd())
+		generateCmd(), scoreCmd(), promptCmd(), mergeCmd(), serveCmd(), agentCmd(), busCmd(), viewCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageErr{err.Error()} })
 	usageErrors(root)
 	completions(root)

@@ -49,9 +49,17 @@ func TestMLflowTracking(t *testing.T) {
 	dir := t.TempDir()
 	cfg := tinyConfig(t, dir, "hacpo", 3)
 	cfg.Tracking = &config.Tracking{MLflow: &config.MLflow{URI: srv.URI, Experiment: "hacrl-test"}}
+	client, err := mlflow.NewClient(srv.URI, "", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The server goes down once it holds step 1's metrics (so that the run
+	// was made and step 2's are sent while it is down), and is back after
+	// step 2.
 	obs := &trackObserver{onStep: func(step int) {
 		switch step {
 		case 1:
+			waitForStep(t, client, cfg.Out, 1)
 			srv.Kill()
 		case 2:
 			srv.Restart()
@@ -109,6 +117,30 @@ func TestMLflowTracking(t *testing.T) {
 		}
 	}
 	checkMLflowRun(t, srv.ReadRun(st.RunID), want)
+}
+
+// waitForStep waits until the MLflow run of out holds metrics of step.
+func waitForStep(t *testing.T, c *mlflow.Client, out string, step int64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var st struct {
+			RunID string `json:"run_id"`
+		}
+		data, err := os.ReadFile(filepath.Join(out, mlflow.StateFile))
+		if err != nil || json.Unmarshal(data, &st) != nil {
+			continue
+		}
+		run, err := c.GetRun(context.Background(), st.RunID)
+		if err != nil {
+			continue
+		}
+		for _, m := range run.Data.Metrics {
+			if m.Step >= step {
+				return
+			}
+		}
+	}
+	t.Fatalf("the MLflow run of %s holds no metrics of step %d after a minute", out, step)
 }
 
 func readMetrics(t *testing.T, cfg *config.Config) []metrics.Record {

@@ -52,7 +52,7 @@ const timeout = 30000; // per step; loading the page gets four times as long
 
 async function main() {
   const browser = await chromium.launch({
-    executablePath: process.env.HACRL_CHROMIUM || '/usr/bin/chromium',
+    executablePath: '/usr/bin/chromium', // Debian's (scripts/chromium.sh)
     headless: true,
     // No sandbox where the test runs as root (containers, CI).
     args: process.getuid && process.getuid() === 0 ? ['--no-sandbox'] : [],

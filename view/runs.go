@@ -227,13 +227,26 @@ func (r *run) isDone() bool {
 	return true
 }
 
-// scanLocked reads the whole lines after r.scanned for the largest step and
-// the agents, and returns how many bytes it read.
+// scanChunk is how much of a metrics file the poller reads at a time.
+const scanChunk = 4 << 20
+
+// scanLocked reads the whole lines after r.scanned, a chunk at a time, for
+// the largest step and the agents, and returns how many bytes it read.
 func (r *run) scanLocked(src *metricsSource) (int64, error) {
-	data, err := src.wholeLines(r.scanned, -1)
-	if err != nil {
-		return 0, err
+	var n int64
+	for {
+		data, err := src.wholeLines(r.scanned, scanChunk)
+		if err != nil || len(data) == 0 {
+			return n, err
+		}
+		r.scanLines(data)
+		r.scanned += int64(len(data))
+		n += int64(len(data))
 	}
+}
+
+// scanLines notes the steps and agents of whole lines.
+func (r *run) scanLines(data []byte) {
 	for line := range bytes.Lines(data) {
 		step, agent, ok := lineHead(line)
 		if !ok {
@@ -248,8 +261,6 @@ func (r *run) scanLocked(src *metricsSource) (int64, error) {
 			r.seen = append(r.seen, agent)
 		}
 	}
-	r.scanned += int64(len(data))
-	return int64(len(data)), nil
 }
 
 // lineHead reads the step and agent at the start of a line as
@@ -352,15 +363,15 @@ func (m *metricsSource) readAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// wholeLines returns the whole lines of the content from off: up to limit
-// bytes of them (a first line longer than limit whole), or all with
-// limit < 0. Bytes after the last newline are left out.
+// wholeLines returns the whole lines of the content from off, up to limit
+// bytes of them (a first line longer than limit whole). Bytes after the
+// last newline are left out.
 func (m *metricsSource) wholeLines(off int64, limit int) ([]byte, error) {
 	want := m.size - off
 	if want <= 0 {
 		return nil, nil
 	}
-	if limit >= 0 && want > int64(limit) {
+	if want > int64(limit) {
 		want = int64(limit)
 	}
 	for {

@@ -258,14 +258,19 @@ func TestBrowser(t *testing.T) {
 
 	// With a key (as on an address that is not loopback), the page's first
 	// load as /?key=KEY sets the cookie that every later request, the event
-	// stream's included, carries.
+	// stream's included, carries. The run is given twice: runs of the same
+	// name are told apart by their ids.
 	const key = "browser-test-key-0123456789abcdef"
-	k := openPage(t, npmDir, serveView(t, key, outs[1])+"?key="+key)
+	k := openPage(t, npmDir, serveView(t, key, outs[1], outs[1])+"?key="+key)
 	k.do(map[string]any{"op": "load"}, &loaded)
 	if !slices.Contains(loaded.Charts, "reward/mean") {
 		t.Errorf("with a key: charts %q, want reward/mean among them", loaded.Charts)
 	}
-	k.do(map[string]any{"op": "rollout", "run": "0", "step": 1, "prompt": 0}, &pg)
+	k.do(map[string]any{"op": "hover", "key": "reward/mean"}, &hover)
+	for _, id := range []string{"0", "1"} {
+		checkReadout(t, hover, "gpt-char · "+names[1]+" #"+id, last(1, "gpt-char").Step, last(1, "gpt-char").Values["reward/mean"])
+	}
+	k.do(map[string]any{"op": "rollout", "run": "1", "step": 1, "prompt": 0}, &pg)
 	k.checkClean()
 }
 

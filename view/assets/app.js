@@ -154,7 +154,7 @@ function renderRuns() {
     const agents = (run.agents || []).map(a => el('span', { class: 'agent' },
       el('span', { class: 'swatch', style: `background:${colorOf(a)}` }), a));
     return el('li', { 'data-run': run.id },
-      el('label', {}, box, dashSample(run.index), el('strong', {}, run.name)),
+      el('label', {}, box, dashSample(run.index), el('strong', {}, run.label)),
       el('span', { class: 'meta' }, `${run.method || ''} · step ${last ?? '—'}/${run.steps ?? '?'} · `,
         run.done ? 'done' : 'running'),
       el('span', { class: 'agents' }, ...agents),
@@ -235,7 +235,7 @@ function drawCharts() {
           : state.axis === 'time' ? s.times : s.times.map(t => (t - start) / 3600);
         const raw = s.values;
         lines.push({
-          label: (agent || 'run') + (several ? ' · ' + run.name : ''),
+          label: (agent || 'run') + (several ? ' · ' + run.label : ''),
           color: colorOf(agent), dash: dashes[run.index % dashes.length],
           steps: s.steps, xs, raw, ys: state.smoothing > 0 ? smoothed(s, state.smoothing) : raw,
         });
@@ -295,7 +295,7 @@ function renderEval() {
         const v0 = i0 < 0 ? NaN : s.values[i0];
         const change = s.values[last] - v0;
         rows.push(el('tr', { 'data-run': run.id, 'data-agent': agent, 'data-key': key },
-          el('td', {}, run.name),
+          el('td', {}, run.label),
           el('td', {}, el('span', { class: 'swatch', style: `background:${colorOf(agent)}` }), agent || 'run'),
           el('td', {}, key.slice('eval/'.length)),
           el('td', { class: 'num', 'data-col': 'step0' }, formatNumber(v0)),
@@ -397,6 +397,10 @@ async function main() {
   setupControls();
   const { runs } = await getJSON('api/runs');
   state.runs = runs.map(newRun);
+  // Runs of the same name (the same config twice) are told apart by id.
+  for (const run of state.runs) {
+    run.label = state.runs.some(o => o !== run && o.name === run.name) ? `${run.name} #${run.id}` : run.name;
+  }
   for (const run of state.runs) for (const a of run.agents || []) colorOf(a);
   renderRuns();
   const rollouts = new Rollouts(state.runs, colorOf, getJSON, showError);

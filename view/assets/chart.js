@@ -199,7 +199,7 @@ export class Chart {
       ctx.lineWidth = 1.75;
       strokeDownsampled(ctx, l.xs, l.ys, sx, sy);
       // Few points (evaluations): mark each one.
-      if (l.xs.length <= 64) {
+      if (l.xs.length <= 30) {
         ctx.setLineDash([]);
         for (let i = 0; i < l.xs.length; i++) {
           if (!Number.isFinite(l.ys[i])) continue;

@@ -26,7 +26,7 @@ export class Rollouts {
     this.prompt = null; // the prompt index shown
     this.$ = id => document.getElementById(id);
     const runSel = this.$('ro-run');
-    runSel.replaceChildren(...runs.map(r => el('option', { value: r.id }, r.name)));
+    runSel.replaceChildren(...runs.map(r => el('option', { value: r.id }, r.label)));
     runSel.addEventListener('change', () => {
       this.renderAgents();
       this.renderSteps();

@@ -84,9 +84,12 @@
 //
 // Nothing reads a whole metrics file per request: /api/metrics reads from
 // the requested offset, a chunk at a time, and each run's poller reads
-// only the bytes appended since its last look (for last_step). A rollout
-// log is decompressed once and kept while its size and modification time
-// stay the same (the last few logs read).
+// only the bytes appended since its last look (for last_step), 4 MiB at a
+// time. Lines as metrics.Writer writes them are copied into the answer
+// without being decoded (any other line goes through metrics.ParseLine).
+// An archived metrics.jsonl.gz is decompressed once and held in memory. A
+// rollout log is decompressed once and kept while its size and
+// modification time stay the same (the last few logs read).
 package view
 
 import (

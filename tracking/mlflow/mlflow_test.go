@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -49,7 +53,9 @@ func TestFloatJSON(t *testing.T) {
 
 // TestClientAgainstServer logs to a real `mlflow server` and reads the run
 // back with MLflow's Python client: a batch over MLflow's 1000-metric limit
-// (split into requests), non-finite values, params, tags, the run's status.
+// (split into requests), non-finite values, params, tags, the run's status;
+// then a Tracker's bearer token, through a loopback proxy that requires it
+// (checkToken).
 func TestClientAgainstServer(t *testing.T) {
 	srv := mlflowtest.Start(t)
 	ctx := context.Background()
@@ -124,6 +130,8 @@ func TestClientAgainstServer(t *testing.T) {
 			t.Errorf("%s at step %d: read back %+v (found %v), want %v at time %d", m.Key, m.Step, p, ok, v, m.Timestamp)
 		}
 	}
+	checkToken(t, srv)
+
 	back, err := c.GetRun(ctx, id)
 	if err != nil || back.Info.Status != "FINISHED" || len(back.Data.Metrics) != len(run.Metrics) {
 		t.Fatalf("GetRun: %+v, %v", back, err)
@@ -187,5 +195,53 @@ func TestTrackerServerDown(t *testing.T) {
 	out := log.all()
 	if strings.Count(out, "training goes on") != 1 || !strings.Contains(out, "no MLflow run was made, and the metrics of 20 steps (60 values) were not logged") {
 		t.Errorf("log:\n%s\nwant one warning and the final report", out)
+	}
+}
+
+// checkToken puts a proxy that requires "Authorization: Bearer s3cret" in
+// front of srv: a Tracker with that token logs through it; one with another
+// token is refused (401), which is not retried: it logs nothing, says so
+// once, and its Close returns at once.
+func checkToken(t *testing.T, srv *mlflowtest.Server) {
+	target, err := url.Parse(srv.URI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			fmt.Fprint(w, `{"error_code": "UNAUTHENTICATED", "message": "bad token"}`)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	for _, token := range []string{"s3cret", "wrong"} {
+		var log logs
+		tr, err := mlflow.Start(mlflow.Options{URI: front.URL, Experiment: "token", RunName: token, Token: token, Dir: t.TempDir(),
+			Log: log.add, Linger: time.Millisecond, FlushTimeout: 20 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for step := 1; step <= 3; step++ {
+			tr.Record(metrics.Record{Step: step, Agent: "a", Time: 1.79e9 + float64(step), Values: map[string]float64{"x": float64(step)}})
+		}
+		t0 := time.Now()
+		tr.Close(mlflow.Finished)
+		if token == "wrong" {
+			if tr.RunID() != "" || !strings.Contains(log.all(), "HTTP 401 UNAUTHENTICATED: bad token; this run is not logged to MLflow (training goes on)") || time.Since(t0) > 5*time.Second {
+				t.Errorf("a refused token: run %q, Close took %v, log:\n%s", tr.RunID(), time.Since(t0), log.all())
+			}
+			continue
+		}
+		if tr.RunID() == "" {
+			t.Errorf("with the token the proxy wants, no run was made; log:\n%s", log.all())
+			continue
+		}
+		run := srv.ReadRun(tr.RunID())
+		if h := run.Metrics["a/x"]; run.Status != "FINISHED" || len(h) != 3 || h[2].Step != 3 || h[2].Value != 3 || log.all() != "" {
+			t.Errorf("through the proxy with the token: status %q, a/x %v, log %q", run.Status, h, log.all())
+		}
 	}
 }

@@ -159,6 +159,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	if err := checkModelDirs(cfg); err != nil {
 		return nil, err
 	}
+	if _, err := trackingToken(cfg); err != nil {
+		return nil, err
+	}
 	if algo.SharesRollouts && len(cfg.Agents) < 2 {
 		return nil, fmt.Errorf("%s: %s shares rollouts and needs at least 2 agents, got %d", cfg.Where("method.name"), algo.Method, len(cfg.Agents))
 	}

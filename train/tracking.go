@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/metrics"
 	"github.com/hacrl/hacrl/tracking/mlflow"
 )
@@ -24,11 +25,9 @@ func (r *Run) startTracking(resumed bool) ([]metrics.Option, error) {
 		return nil, nil
 	}
 	m := cfg.Tracking.MLflow
-	var token string
-	if m.TokenEnv != "" {
-		if token = os.Getenv(m.TokenEnv); token == "" {
-			return nil, fmt.Errorf("%s: environment variable %s is not set (or empty)", cfg.Where("tracking.mlflow.token_env"), m.TokenEnv)
-		}
+	token, err := trackingToken(cfg)
+	if err != nil {
+		return nil, err
 	}
 	experiment := m.Experiment
 	if experiment == "" {
@@ -65,6 +64,21 @@ func (r *Run) startTracking(resumed bool) ([]metrics.Option, error) {
 	}
 	r.mlflow = t
 	return []metrics.Option{metrics.WithSink(t)}, nil
+}
+
+// trackingToken is the MLflow bearer token of the environment variable that
+// tracking.mlflow.token_env names ("" when it names none); New checks it
+// before it writes anything.
+func trackingToken(cfg *config.Config) (string, error) {
+	if cfg.Tracking == nil || cfg.Tracking.MLflow == nil || cfg.Tracking.MLflow.TokenEnv == "" {
+		return "", nil
+	}
+	name := cfg.Tracking.MLflow.TokenEnv
+	token := os.Getenv(name)
+	if token == "" {
+		return "", fmt.Errorf("%s: environment variable %s is not set (or empty): it holds the MLflow server's bearer token", cfg.Where("tracking.mlflow.token_env"), name)
+	}
+	return token, nil
 }
 
 // endTracking flushes the trackers and sets the MLflow run's status from

@@ -210,3 +210,21 @@ func checkMLflowRun(t *testing.T, run *mlflowtest.Run, recs []metrics.Record) {
 	}
 	t.Logf("%d values of %d metrics, steps 0–%d, match", want, len(keys), recs[len(recs)-1].Step)
 }
+
+// TestMLflowTokenEnvUnset: a token_env naming an unset variable stops the
+// run before it writes anything, naming the key and the variable.
+func TestMLflowTokenEnvUnset(t *testing.T) {
+	cfg := tinyConfig(t, t.TempDir(), "hacpo", 1)
+	cfg.Tracking = &config.Tracking{MLflow: &config.MLflow{URI: "http://127.0.0.1:1", TokenEnv: "HACRL_TEST_MLFLOW_TOKEN"}}
+	t.Setenv("HACRL_TEST_MLFLOW_TOKEN", "")
+	_, err := New(context.Background(), cfg, Options{})
+	if err == nil || !strings.Contains(err.Error(), "tracking.mlflow.token_env: environment variable HACRL_TEST_MLFLOW_TOKEN is not set") {
+		t.Fatalf("New: %v", err)
+	}
+	entries, _ := os.ReadDir(cfg.Out)
+	for _, e := range entries {
+		if e.Name() != ".lock" && !strings.HasPrefix(e.Name(), ".") {
+			t.Errorf("%s holds %s after a run that did not start", cfg.Out, e.Name())
+		}
+	}
+}

@@ -56,6 +56,7 @@ export class Rollouts {
 
   // addStep records a rollout log that has just appeared.
   addStep(runId, step) {
+    this.logs.delete(`${runId}/${step}`); // a resumed run writes a pruned step's log anew
     const steps = this.steps.get(runId) || [];
     if (steps.includes(step)) return;
     steps.push(step);
@@ -71,8 +72,10 @@ export class Rollouts {
   // (a resumed run prunes those after its checkpoint), forgetting the
   // run's logs read so far.
   async reset(runId) {
-    for (const id of [...this.logs.keys()]) if (id.startsWith(runId + '/')) this.logs.delete(id);
     const { steps } = await this.getJSON(`api/rollouts?run=${encodeURIComponent(runId)}`);
+    // Forget the logs read only now: until the new list is in, a log read
+    // before is what the page can show without asking for one that is gone.
+    for (const id of [...this.logs.keys()]) if (id.startsWith(runId + '/')) this.logs.delete(id);
     this.steps.set(runId, steps || []);
     if (this.run && this.run.id === runId) {
       this.renderSteps();

@@ -900,8 +900,7 @@ type Rollouts struct {
 }
 
 // Tracking names the experiment trackers a run logs its metrics to, besides
-// OUT/metrics.jsonl and the TensorBoard files in OUT/tb (which wandb syncs:
-// see docs/tracking.md).
+// OUT/metrics.jsonl and the TensorBoard files in OUT/tb.
 type Tracking struct {
 	// MLflow logs every metric, the method and seed as params, and the
 	// run's status to an MLflow tracking server (package tracking/mlflow).

@@ -105,6 +105,9 @@ func TestMLflowTracking(t *testing.T) {
 	if _, err := run.Train(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	if !strings.Contains(obs.text(), "mlflow: continuing run "+srv.URI) {
+		t.Errorf("the resumed run's log does not say it continues the MLflow run:\n%s", obs.text())
+	}
 	if data2, _ := os.ReadFile(filepath.Join(cfg.Out, mlflow.StateFile)); string(data2) != string(data) {
 		t.Errorf("%s changed on resume:\n%s\nwas\n%s", mlflow.StateFile, data2, data)
 	}

@@ -145,11 +145,13 @@ var readRunPy []byte
 
 // Run is an MLflow run as MLflow's Python client reads it back.
 type Run struct {
-	Status     string            `json:"status"`
-	RunName    string            `json:"run_name"`
-	Experiment string            `json:"experiment"`
-	Params     map[string]string `json:"params"`
-	Tags       map[string]string `json:"tags"`
+	Status     string `json:"status"`
+	RunName    string `json:"run_name"`
+	Experiment string `json:"experiment"`
+	// ExperimentID is the experiment's id.
+	ExperimentID string            `json:"experiment_id"`
+	Params       map[string]string `json:"params"`
+	Tags         map[string]string `json:"tags"`
 	// Metrics is each metric's whole history: step, value, timestamp (ms).
 	Metrics map[string][]Point `json:"metrics"`
 }

@@ -240,7 +240,7 @@ func checkToken(t *testing.T, srv *mlflowtest.Server) {
 			continue
 		}
 		run := srv.ReadRun(tr.RunID())
-		if h := run.Metrics["a/x"]; run.Status != "FINISHED" || len(h) != 3 || h[2].Step != 3 || h[2].Value != 3 || log.all() != "" {
+		if h := run.Metrics["a/x"]; run.Status != "FINISHED" || len(h) != 3 || h[2].Step != 3 || h[2].Value != 3 || log.all() != "mlflow: logging to run "+front.URL+"/#/experiments/"+run.ExperimentID+"/runs/"+tr.RunID() {
 			t.Errorf("through the proxy with the token: status %q, a/x %v, log %q", run.Status, h, log.all())
 		}
 	}

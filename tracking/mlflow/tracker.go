@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -343,7 +344,11 @@ func (t *Tracker) setup(ctx context.Context) error {
 			return err
 		}
 		t.latest = latest
-		return t.client.LogBatch(ctx, t.runID, nil, o.Params, nil)
+		if err := t.client.LogBatch(ctx, t.runID, nil, o.Params, nil); err != nil {
+			return err
+		}
+		t.log(fmt.Sprintf("mlflow: continuing run %s", runURL(o.URI, run.Info.ExperimentID, t.runID)))
+		return nil
 	}
 	exp, err := t.client.ExperimentID(ctx, o.Experiment)
 	if err != nil {
@@ -362,8 +367,19 @@ func (t *Tracker) setup(ctx context.Context) error {
 		// log this one all the same.
 		t.log(fmt.Sprintf("mlflow: %v (a resumed run will log to a new MLflow run)", err))
 	}
+	t.mu.Lock()
 	t.runID = id
-	return t.client.LogBatch(ctx, id, nil, o.Params, nil)
+	t.mu.Unlock()
+	if err := t.client.LogBatch(ctx, id, nil, o.Params, nil); err != nil {
+		return err
+	}
+	t.log(fmt.Sprintf("mlflow: logging to run %s", runURL(o.URI, exp, id)))
+	return nil
+}
+
+// runURL is the run's page in MLflow's web UI.
+func runURL(uri, experimentID, runID string) string {
+	return fmt.Sprintf("%s/#/experiments/%s/runs/%s", strings.TrimRight(uri, "/"), experimentID, runID)
 }
 
 // RunID returns the MLflow run's id once the server made it ("" before).

@@ -1,6 +1,7 @@
 """Reads an MLflow run back with MLflow's own Python client, the oracle of
 what hacrl logged: reads {"uri", "run_id"} as JSON on stdin and prints
-{"status", "run_name", "experiment", "params", "tags", "metrics"}, where
+{"status", "run_name", "experiment", "experiment_id", "params", "tags",
+"metrics"}, where
 metrics maps each key to its whole history as [step, value, timestamp_ms]
 in the order MLflow returns it (non-finite values as the strings "NaN",
 "Infinity", "-Infinity", which JSON cannot hold as numbers). Only the
@@ -33,6 +34,7 @@ def main():
         "status": run.info.status,
         "run_name": run.info.run_name,
         "experiment": exp.name,
+        "experiment_id": exp.experiment_id,
         "params": run.data.params,
         "tags": run.data.tags,
         "metrics": metrics,

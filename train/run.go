@@ -21,7 +21,8 @@
 // Single-agent methods (GRPO, GSPO, GSPO×2) run through the same loop with
 // sharing off: every agent trains alone on its own responses.
 //
-// A run writes OUT/metrics.jsonl (and TensorBoard files) and, when
+// A run writes OUT/metrics.jsonl (and TensorBoard files; with
+// tracking.mlflow it also logs them to an MLflow server, tracking.go) and, when
 // rollouts.every is set, each logged step's rollouts with what every learner
 // made of them (OUT/rollouts, rollout.Record), evaluates on held-out sets on a
 // schedule, and checkpoints atomically: all agents' weights
@@ -73,7 +74,8 @@ type Observer interface {
 	// Step says a step finished, with its wall time and, by agent name, the
 	// numbers of each of this process's agents (see stepSummary).
 	Step(step, total int, elapsed time.Duration, agents map[string]string)
-	// Log is a message for the user.
+	// Log is a message for the user. It may come from another goroutine
+	// (the MLflow tracker's, tracking.go).
 	Log(msg string)
 }
 

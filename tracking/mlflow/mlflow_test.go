@@ -131,6 +131,7 @@ func TestClientAgainstServer(t *testing.T) {
 		}
 	}
 	checkToken(t, srv)
+	checkRefused(t, srv)
 
 	back, err := c.GetRun(ctx, id)
 	if err != nil || back.Info.Status != "FINISHED" || len(back.Data.Metrics) != len(run.Metrics) {
@@ -243,5 +244,30 @@ func checkToken(t *testing.T, srv *mlflowtest.Server) {
 		if h := run.Metrics["a/x"]; run.Status != "FINISHED" || len(h) != 3 || h[2].Step != 3 || h[2].Value != 3 || log.all() != "mlflow: logging to run "+front.URL+"/#/experiments/"+run.ExperimentID+"/runs/"+tr.RunID() {
 			t.Errorf("through the proxy with the token: status %q, a/x %v, log %q", run.Status, h, log.all())
 		}
+	}
+}
+
+// checkRefused: batches the server refuses (400: "x//y" is a name MLflow
+// refuses, one that would resolve to "x/y" as a path) are dropped, not
+// retried; the first refusal is logged, and Close counts them all.
+func checkRefused(t *testing.T, srv *mlflowtest.Server) {
+	var log logs
+	tr, err := mlflow.Start(mlflow.Options{URI: srv.URI, Experiment: "refused", RunName: "r", Dir: t.TempDir(),
+		Log: log.add, Linger: time.Millisecond, FlushTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 3; step++ {
+		tr.Record(metrics.Record{Step: step, Time: 1.79e9, Values: map[string]float64{"x//y": 1}})
+		time.Sleep(20 * time.Millisecond)
+	}
+	tr.Close(mlflow.Finished)
+	out := log.all()
+	if b, v := tr.Dropped(); b != 3 || v != 3 || strings.Count(out, "the server refused") != 1 ||
+		!strings.Contains(out, "the metrics of 3 of 3 steps (3 values) were not logged to MLflow run "+tr.RunID()) {
+		t.Errorf("refused batches: Dropped() = %d, %d; log:\n%s", b, v, out)
+	}
+	if run := srv.ReadRun(tr.RunID()); run.Status != "FINISHED" || len(run.Metrics) != 0 {
+		t.Errorf("run with refused batches: status %q, metrics %v", run.Status, run.Metrics)
 	}
 }

@@ -77,10 +77,11 @@ type Tracker struct {
 	seq      int
 	wake     chan struct{}
 	done     chan struct{}
-	dropped  int // batches dropped
-	droppedM int // their metrics
-	sent     int // batches logged
-	warned   bool
+	dropped  int  // batches dropped
+	droppedM int  // their metrics
+	sent     int  // batches logged
+	warned   bool // the server's absence was logged
+	refused  bool // a refused batch was logged
 	lastErr  error
 	runID    string
 	latest   map[string]int64 // a continued run's highest logged step per key
@@ -270,8 +271,12 @@ func (t *Tracker) send() {
 			t.dropped++
 			t.droppedM += len(b.metrics)
 			t.lastErr = err
+			first := !t.refused
+			t.refused = true
 			t.mu.Unlock()
-			t.log(fmt.Sprintf("mlflow: the server refused step %d's metrics, which are dropped: %v", b.step, err))
+			if first { // the rest are counted in Close's report
+				t.log(fmt.Sprintf("mlflow: the server refused step %d's metrics, which are dropped: %v", b.step, err))
+			}
 			continue
 		}
 		t.sent++

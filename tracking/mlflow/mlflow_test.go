@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -269,5 +271,48 @@ func checkRefused(t *testing.T, srv *mlflowtest.Server) {
 	}
 	if run := srv.ReadRun(tr.RunID()); run.Status != "FINISHED" || len(run.Metrics) != 0 {
 		t.Errorf("run with refused batches: status %q, metrics %v", run.Status, run.Metrics)
+	}
+}
+
+// TestStateFile: a resumed run's OUT/mlflow.json that is not one gives an
+// error naming it; one naming another server is set aside with a message
+// (the run logs to a new MLflow run there); a fresh run removes a stale one.
+func TestStateFile(t *testing.T) {
+	dead := deadAddress(t)
+	for _, tc := range []struct {
+		name, state string
+		resume      bool
+		err, log    string
+		kept        bool
+	}{
+		{"garbage", "{not json", true, "mlflow.json: not the MLflow run of this output directory", "", true},
+		{"no run id", `{"uri": "` + dead + `"}`, true, "mlflow.json: not the MLflow run of this output directory", "", true},
+		{"other server", `{"uri": "http://127.0.0.1:1", "experiment_id": "1", "run_id": "abc"}`, true, "", "names a run on http://127.0.0.1:1; the config's tracking.mlflow.uri is " + dead + ": logging to a new run there", false},
+		{"fresh run", `{"uri": "` + dead + `", "experiment_id": "1", "run_id": "abc"}`, false, "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, mlflow.StateFile)
+			if err := os.WriteFile(path, []byte(tc.state), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var log logs
+			tr, err := mlflow.Start(mlflow.Options{URI: dead, Experiment: "e", Dir: dir, Resume: tc.resume, Log: log.add, FlushTimeout: time.Millisecond})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Start: %v, want an error naming %s: %s", err, path, tc.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			} else {
+				tr.Close(mlflow.Finished)
+			}
+			if _, err := os.Stat(path); (err == nil) != tc.kept {
+				t.Errorf("%s kept: %v, want %v", path, err == nil, tc.kept)
+			}
+			if tc.log != "" && !strings.Contains(log.all(), tc.log) {
+				t.Errorf("log:\n%s\nwant %q", log.all(), tc.log)
+			}
+		})
 	}
 }

@@ -274,15 +274,21 @@ func TestBrowser(t *testing.T) {
 	k.checkClean()
 }
 
-// TestBrowserBigRun measures the page on a metrics file of 200k records (two
-// agents × 100k steps, the keys of a real HACPO run): the time from
-// navigation to the first full draw of the headline charts, and of a redraw
-// after the smoothing changes. The times are reported, not asserted.
+// TestBrowserBigRun measures the page on a big metrics file (two agents ×
+// 20k steps, the keys of a real HACPO run; with HACRL_VIEW_BIG=1, 100k steps,
+// the 200k records the README's figures are from): the time from navigation
+// to the first full draw of the headline charts, and of a redraw after the
+// smoothing changes. The times are reported, not asserted; what is asserted
+// (a one-point spike survives the downsampling) holds at either size, and the
+// smaller one keeps the suite short.
 func TestBrowserBigRun(t *testing.T) {
 	npmDir := npmtest.Packages(t, browserPackages)
 	needChromium(t)
 	out := filepath.Join(t.TempDir(), "big")
-	const steps = 100_000
+	steps := 20_000
+	if os.Getenv("HACRL_VIEW_BIG") == "1" {
+		steps = 100_000
+	}
 	writeBigMetrics(t, out, steps)
 	fi, err := os.Stat(filepath.Join(out, metrics.FileName))
 	if err != nil {

@@ -286,6 +286,9 @@ func TestMatMulBT(t *testing.T) {
 	for _, m := range []int{1, 2, 3, 4, 5, 6, 7, 8, 12, 13, 16, 17, 64, 100} {
 		for _, kn := range [][2]int{{5, 7}, {300, 70}, {520, 1100}, {64, 33}} {
 			k, n := kn[0], kn[1]
+			if testing.Short() && m > 17 && k > 300 {
+				continue // -short (the arm64 run under qemu): the big shape with tail rows only
+			}
 			x, w, b := random(rng, m*k), random(rng, n*k), random(rng, n)
 			wt := make([]float32, len(w))
 			Transpose(wt, w, n, k)

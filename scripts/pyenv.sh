@@ -26,49 +26,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-lock="$here/pyenv/requirements.txt"
-
-if [[ "${HACRL_SKIP_PYPI:-}" == 1 ]]; then
-	echo "pyenv.sh: HACRL_SKIP_PYPI=1: not installing the Python environment" >&2
-	exit 3
-fi
-
-base="${HACRL_PYTHON_BASE:-python3}"
-if ! version="$("$base" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3]); sys.exit(sys.version_info < (3, 11))' 2>/dev/null)"; then
-	echo "pyenv.sh: $base is missing or older than Python 3.11 (set HACRL_PYTHON_BASE to a Python 3.11+ interpreter," \
-		"or HACRL_SKIP_PYPI=1 to skip the checks against the Python libraries)" >&2
-	exit 1
-fi
-
-root="${HACRL_PYENV_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hacrl/pyenv}"
-key="$( { cat "$lock"; echo "$version $(uname -m)"; } | sha256sum | cut -c1-16)"
-env="$root/py$version-$key"
-python="$env/bin/python"
-if [[ -f "$env/.complete" ]]; then
-	echo "$python"
-	exit 0
-fi
-
-mkdir -p "$root"
-exec 9>"$root/.lock"
-flock 9
-if [[ ! -f "$env/.complete" ]]; then
-	start=$SECONDS
-	echo "pyenv.sh: installing the pinned Python packages into $env (about 4 GB, a few minutes the first time)" >&2
-	rm -rf "$env"
-	"$base" -m venv "$env"
-	# --no-deps: the lock names every package, each with its hashes.
-	if ! "$python" -m pip install --quiet --disable-pip-version-check --no-input \
-		--require-hashes --no-deps --only-binary=:all: -r "$lock" >&2; then
-		echo "pyenv.sh: pip could not install $lock: the first install needs the Python package index" \
-			"(set HACRL_SKIP_PYPI=1 to skip the checks against the Python libraries on a machine without it)" >&2
-		exit 1
-	fi
-	"$python" -c 'import torch, transformers, peft, safetensors, tokenizers, math_verify, tensorboard, trl' >&2
-	touch "$env/.complete"
-	for old in "$root"/py*; do
-		[[ "$old" == "$env" ]] || rm -rf "$old"
-	done
-	echo "pyenv.sh: installed in $((SECONDS - start)) s" >&2
-fi
-echo "$python"
+source "$here/lib/pinned-venv.sh"
+env="$(pinned_venv pyenv.sh "$here/pyenv/requirements.txt" "" .lock "the checks against the Python libraries" \
+	'import torch, transformers, peft, safetensors, tokenizers, math_verify, tensorboard, trl' \
+	"about 4 GB, a few minutes the first time")"
+echo "$env/bin/python"

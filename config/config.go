@@ -158,10 +158,20 @@ type Method struct {
 	OmegaMin *float64 `yaml:"omega_min,omitempty" json:"omega_min,omitempty" derived:"the preset's (see below)"`
 	// OmegaMax is the upper clamp of ω (≥ omega_min).
 	OmegaMax *float64 `yaml:"omega_max,omitempty" json:"omega_max,omitempty" derived:"the preset's (see below)"`
-	// CrossAdvantage is "all" (the paper) or "positive": a diagnostic beyond the
-	// paper in which other agents' samples with a negative advantage contribute
-	// nothing to the learner's update (see hacpo.Settings.CrossPositiveOnly).
+	// CrossAdvantage is which of the other agents' samples with a negative
+	// advantage count: all (the paper); positive, none (a diagnostic,
+	// hacpo.Settings.CrossPositiveOnly); or capable, those of agents at least
+	// as capable as the learner (ω ≥ 1; hacpo/doc.go decision 35). Methods
+	// that share rollouts only.
 	CrossAdvantage string `yaml:"cross_advantage,omitempty" json:"cross_advantage,omitempty" default:"all"`
+	// CrossBounds is what HACPO's cross clip bounds: fixed, the ratio against
+	// the source in [L_m, 1] (the paper); adaptive, the same with the lower
+	// bound scaled by the median of the learner's own start-of-step ratios on
+	// each source's samples; decoupled, the learner's movement since the step
+	// started, with the self clip range, the ratio against the source a
+	// truncated importance weight (hacpo/doc.go decision 36). Beyond the
+	// paper; methods with HACPO's cross term only.
+	CrossBounds string `yaml:"cross_bounds,omitempty" json:"cross_bounds,omitempty" default:"fixed"`
 	// Semantics is whose mini-batch membership and loss aggregation the run
 	// follows: v1, the authors' verl-V1 port (each learner's own samples
 	// first, then the other agents'; each term a mean of per-sequence means),
@@ -1252,9 +1262,14 @@ func (c *Config) validate() error {
 		bad("method.capability", "must be accuracy or mean_reward, got %q", c.Method.Capability)
 	}
 	switch c.Method.CrossAdvantage {
-	case "all", "positive":
+	case "all", "positive", "capable":
 	default:
-		bad("method.cross_advantage", "must be all or positive, got %q", c.Method.CrossAdvantage)
+		bad("method.cross_advantage", "must be all, positive or capable, got %q", c.Method.CrossAdvantage)
+	}
+	switch c.Method.CrossBounds {
+	case "fixed", "adaptive", "decoupled":
+	default:
+		bad("method.cross_bounds", "must be fixed, adaptive or decoupled, got %q", c.Method.CrossBounds)
 	}
 	if m := c.Method.ResponsesMultiplier; m < 0 {
 		bad("method.responses_multiplier", "must be >= 1 (0 or absent: the preset's), got %d", m)

@@ -327,6 +327,67 @@
 //     cross clamp: a cross term is decision 8's, then weighted by its rollout
 //     correction (decision 33) and aggregated (decision 27).
 //
+// Beyond the paper. The long grid (docs/results/long-grid.md, 200 steps, five
+// seeds) found two failures, and the following variants are the hypotheses
+// docs/results/beyond-hacpo.md tests. None is a preset unless that page's grid
+// says so.
+//
+//  35. Negative cross advantage only from capable sources (CrossNegativeCapable,
+//     method.cross_advantage: capable). A cross sample with A < 0 counts only
+//     when ω(source, learner) = P̂_source/P̂_learner ≥ 1 (ω's clamp contains 1,
+//     so clamped and unclamped ω agree on the comparison; during ω's warm-up
+//     every source counts). Reason: the harm HACPO does to the stronger agent
+//     of the size pair disappears when negative cross advantages are dropped
+//     (cross_advantage: positive, +0.075 avg@4, 5/5 seeds) or when the
+//     capability-weighted baseline is (no-adv, +0.074): it comes from the
+//     learner being pushed away from a weaker agent's failures. A failure of
+//     an agent at least as capable is evidence about the task the learner
+//     shares; a weaker agent's failure is mostly evidence about that agent —
+//     its sequence ratio under the learner is low, and lowering the
+//     probability of a sequence the learner would rarely write moves mass
+//     elsewhere in ways the sample does not inform. Unlike positive, the
+//     weaker agent still learns from the stronger one's failures, and among
+//     three agents the middle one from the strongest's.
+//  36. Cross bounds set from the learner (CrossBounds, method.cross_bounds).
+//     Between agents with complementary skills the learner's cross ratio is
+//     0.05–0.09, below every bound 1 − δ + m·δ_step, so every cross sample is
+//     clamped and nothing transfers; without the clamp the weaker agent
+//     collapses. The fixed bound measures the distance between two agents,
+//     which the learner cannot change within a step, where a trust region
+//     should bound how far the learner moves. Two ways to make it the
+//     learner's, both needing its start-of-step log-probs of the cross samples
+//     (one more forward pass over them per learner and step):
+//     adaptive keeps HACPO's term and scales the lower bound by a = min(1,
+//     median of the learner's start ratios on that source's samples), per
+//     source and step (the issue's "bounds from the learner's own
+//     distribution of cross ratios"; a ≥ 1, agents as alike as the paper's,
+//     is HACPO exactly). The median, not a low quantile, so that about half
+//     of a distant source's samples can still fall below the bound: the clamp
+//     keeps its role of removing the samples the learner finds least likely.
+//     The exponential weight sg(c)^α is unchanged, so a distant sample enters
+//     with weight c^(1+α). decoupled is decoupled PPO [Hilton, Cobbe, Schulman,
+//     "Batch size-invariance for policy optimization", NeurIPS 2022]: the
+//     proximal policy is the learner's own at the start of the step and the
+//     behaviour policy the source's, so the clipped ratio is
+//     ρ = π_θ/π_learner,start (sequence level, the self clip range: cross
+//     samples move the learner no further per step than its own do) and the
+//     off-policy correction π_learner,start/π_source enters as a detached
+//     weight truncated at 1 (HACPO's upper bound 1: never trust another
+//     agent's sample more than the learner's own), raised to α, times ω. At
+//     the step's start the gradient is −ω·min(1, s)^α·A, which a fixed clip
+//     zeroes for s < 1 − δ.
+//  37. Cross diagnostics (train, every method that shares rollouts): per
+//     learner and source, cross/neg_frac (share of the cross samples used in
+//     applied updates with A < 0), cross/neg_grad_frac (their share of Σ_t
+//     |dLoss/dlp_t| over cross samples: the gradient with respect to the
+//     learner's log-probs, which the engine backpropagates; a parameter-space
+//     norm would need a backward pass per sample), the 1st/10th/50th/90th/99th
+//     percentiles of the sequence ratio s at the update (cross/ratio_p*) and,
+//     over the samples whose learner tokens are the source's own ids and text
+//     (cross/aligned_frac), of the per-token ratio exp(lp_t − old_t)
+//     (cross/token_ratio_p*); without the /<source> suffix, over every source.
+//     They read the loss's outputs and change no number of the run.
+//
 // # Numbers and determinism
 //
 // Everything inside is float64; float32 log-probs are widened on entry and the

@@ -123,16 +123,37 @@ func (s Settings) TokenTerm(lp, old, adv float64) Term {
 //	Grad  = −sg(c)^(α+1) · ω · A inside [L_m, 1], 0 outside (Prop D.6)
 //
 // With CrossAsSelf (Naive) it is SelfTerm's PPO-min against srcMeanLP, times ω if
-// OmegaInUpdate. omega must be finite and > 0 when it is used.
+// OmegaInUpdate. omega must be finite and > 0 when it is used. A negative A
+// counts as 0 under CrossPositiveOnly, and under CrossNegativeCapable when
+// omega < 1. CrossTerm takes the fixed bounds; CrossSampleTerm takes every
+// CrossBounds.
 func (s Settings) CrossTerm(m int, meanLP, srcMeanLP, adv, omega float64) Term {
-	return s.crossTerm(m, meanLP, srcMeanLP, adv, omega, meanLP)
+	return s.crossTerm(m, &Sample{OldMeanLogProb: srcMeanLP, Advantage: adv, Omega: omega, CrossAnchor: 1}, meanLP, meanLP)
 }
 
-// crossTerm is CrossTerm with the stop-gradient factor sg(clip(s))^α evaluated at
-// the mean log-prob sgMeanLP: CrossTerm passes sgMeanLP = meanLP; tests hold it
-// fixed to take finite differences of the surrogate whose gradient Grad is.
-func (s Settings) crossTerm(m int, meanLP, srcMeanLP, adv, omega, sgMeanLP float64) Term {
-	if s.CrossPositiveOnly && adv < 0 {
+// CrossSampleTerm is the term of cross sample sm in mini-batch m at the
+// learner's mean log-prob meanLP, under s.CrossBounds:
+//
+//   - fixed: CrossTerm.
+//   - adaptive: CrossTerm with the lower bound min(1, a)·L_m, a = sm.CrossAnchor
+//     (> 0, finite).
+//   - decoupled: with ρ = exp(clamp(meanLP − sm.LearnerStartMeanLogProb, ±10)) and
+//     the detached weight w = ω·min(1, exp(clamp(start − srcMeanLP, ±10)))^α,
+//     Value = −w·min(ρ·A, clip(ρ, 1−ε_low, 1+ε_high)·A) and Grad = −w·A·ρ on
+//     the unclipped branch, else 0 (PPO's objective on the learner's own
+//     movement; the source's ratio as a truncated importance weight). The
+//     term reports the ratio against the source, s, and ρ's clip state.
+func (s Settings) CrossSampleTerm(m int, sm Sample, meanLP float64) Term {
+	return s.crossTerm(m, &sm, meanLP, meanLP)
+}
+
+// crossTerm is CrossSampleTerm with the stop-gradient factor sg(clip(s))^α
+// evaluated at the mean log-prob sgMeanLP: callers pass sgMeanLP = meanLP;
+// tests hold it fixed to take finite differences of the surrogate whose
+// gradient Grad is.
+func (s Settings) crossTerm(m int, sm *Sample, meanLP, sgMeanLP float64) Term {
+	adv, omega, srcMeanLP := sm.Advantage, sm.Omega, sm.OldMeanLogProb
+	if adv < 0 && (s.CrossPositiveOnly || (s.CrossNegativeCapable && omega < 1)) {
 		adv = 0
 	}
 	w := 1.0
@@ -146,9 +167,23 @@ func (s Settings) crossTerm(m int, meanLP, srcMeanLP, adv, omega, sgMeanLP float
 		t.Grad *= w
 		return t
 	}
+	if s.CrossBounds == DecoupledBounds {
+		start := sm.LearnerStartMeanLogProb
+		rho, drho := s.ratio(meanLP - start)
+		is, _ := s.ratio(start - srcMeanLP)
+		w *= powAlpha(math.Min(1, is), s.Alpha)
+		t := ppo(rho, drho, adv, 1-s.SelfClipLow, 1+s.SelfClipHigh)
+		t.Ratio = r
+		t.Value *= w
+		t.Grad *= w
+		return t
+	}
 	t := Term{Ratio: r}
 	c, dc := r, dr
 	lo := s.CrossLower(m)
+	if s.CrossBounds == AdaptiveBounds {
+		lo *= math.Min(1, sm.CrossAnchor)
+	}
 	if s.CrossClip {
 		switch {
 		case r < lo:
@@ -275,6 +310,13 @@ type Sample struct {
 	// not counted in the mini-batch's sequences or tokens (a truncated response
 	// under MaskTruncated; verl's seq_mask).
 	Masked bool
+	// LearnerStartMeanLogProb: the learner's own mean token log-prob of a
+	// cross sample (its tokenization) at the start of the step, before its
+	// first update; needed by adaptive and decoupled CrossBounds.
+	LearnerStartMeanLogProb float64
+	// CrossAnchor: the anchor a of adaptive CrossBounds for the sample's
+	// source (CrossAnchor), finite and > 0.
+	CrossAnchor float64
 }
 
 // SeqLoss is one sequence's share of a mini-batch loss.
@@ -304,8 +346,10 @@ type Stats struct {
 	SelfClipped   int `json:"self_clipped"`
 	SelfClipUnits int `json:"self_clip_units"`
 	// CrossBelow / CrossAbove count cross sequences whose ratio is below / above the
-	// cross range in effect: [L_m, 1] for CrossHACPO with CrossClip, the self range
-	// for CrossAsSelf, none (0) for CrossHACPO without CrossClip.
+	// cross range in effect: [L_m, 1] for CrossHACPO with CrossClip (adaptive
+	// bounds: [min(1, a)·L_m, 1]), the self range for CrossAsSelf and for the
+	// learner's movement ρ under decoupled bounds, none (0) for CrossHACPO
+	// without CrossClip.
 	CrossBelow int `json:"cross_below"`
 	CrossAbove int `json:"cross_above"`
 	// CrossLowerSum is Σ L_m over cross sequences (mean bound = CrossLowerSum/CrossSeqs).
@@ -546,7 +590,7 @@ func reduce[F float32 | float64](s Settings, m int, samples []Sample, lps [][]F,
 	st.Sequences = len(samples)
 	kl := ag.klInLoss
 	lower := s.CrossLower(m)
-	crossBound := s.CrossRule == CrossHACPO && s.CrossClip
+	crossBound := s.CrossRule == CrossHACPO && s.CrossClip && s.CrossBounds != DecoupledBounds
 	var polSum, klSum float64
 	for b := range l.Seqs {
 		sq := &l.Seqs[b]
@@ -599,7 +643,11 @@ func reduce[F float32 | float64](s Settings, m int, samples []Sample, lps [][]F,
 			st.CrossAbove++
 		}
 		if crossBound {
-			st.CrossLowerSum += lower
+			lo := lower
+			if s.CrossBounds == AdaptiveBounds {
+				lo *= math.Min(1, samples[b].CrossAnchor)
+			}
+			st.CrossLowerSum += lo
 		}
 	}
 	l.Policy = polSum * ag.policyScale
@@ -730,13 +778,19 @@ func evalSeq[F float32 | float64](s Settings, m, b int, sm *Sample, lp, g []F, a
 		if !finite(sm.OldMeanLogProb) {
 			return fmt.Errorf("hacpo: cross sample %d (agent %d): source mean log-prob %v", b, sm.Source, sm.OldMeanLogProb)
 		}
-		if s.OmegaInUpdate && (!(sm.Omega > 0) || !finite(sm.Omega)) {
+		if (s.OmegaInUpdate || s.CrossNegativeCapable) && (!(sm.Omega > 0) || !finite(sm.Omega)) {
 			return fmt.Errorf("hacpo: cross sample %d (agent %d): ω = %v, want finite and > 0", b, sm.Source, sm.Omega)
+		}
+		if s.CrossBounds == DecoupledBounds && !finite(sm.LearnerStartMeanLogProb) {
+			return fmt.Errorf("hacpo: cross sample %d (agent %d): cross_bounds %q needs the learner's start-of-step mean log-prob, got %v", b, sm.Source, s.CrossBounds, sm.LearnerStartMeanLogProb)
+		}
+		if s.CrossBounds == AdaptiveBounds && (!(sm.CrossAnchor > 0) || !finite(sm.CrossAnchor)) {
+			return fmt.Errorf("hacpo: cross sample %d (agent %d): cross_bounds %q needs an anchor, finite and > 0, got %v", b, sm.Source, AdaptiveBounds, sm.CrossAnchor)
 		}
 		if math.IsNaN(sgMean) {
 			sgMean = mean
 		}
-		tm := s.crossTerm(m, mean, sm.OldMeanLogProb, sm.Advantage, sm.Omega, sgMean)
+		tm := s.crossTerm(m, sm, mean, sgMean)
 		seq.Ratio, seq.Policy, seq.Clip = tm.Ratio, tm.Value*isw.seq, tm.Clip
 		w := F(pg(tm.Grad * isw.seq))
 		for t := range g {

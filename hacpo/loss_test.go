@@ -182,7 +182,9 @@ func TestTermsFiniteDifferences(t *testing.T) {
 			}
 			ct := s.CrossTerm(m, y, old, A, om)
 			// The surrogate: the detached factor sg(clip(s))^α is held at its value at y.
-			g := fd(func(y2 float64) float64 { return s.crossTerm(m, y2, old, A, om, y).Value }, y)
+			g := fd(func(y2 float64) float64 {
+				return s.crossTerm(m, &Sample{OldMeanLogProb: old, Advantage: A, Omega: om, CrossAnchor: 1}, y2, y).Value
+			}, y)
 			if !near(g, ct.Grad, 1e-6) {
 				t.Fatalf("%s cross FD %v vs %v at s = %v m = %d", s.Method, g, ct.Grad, r, m)
 			}

@@ -3,6 +3,7 @@ package hacpo
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -102,6 +103,26 @@ const (
 	KLK3 KLEstimator = "k3"
 )
 
+// CrossBounds is what HACPO's cross clip bounds (decision 36).
+type CrossBounds string
+
+const (
+	// FixedBounds is the paper's clip: the ratio s against the source, in
+	// [L_m, 1] ("" too).
+	FixedBounds CrossBounds = "fixed"
+	// AdaptiveBounds scales the lower bound by the learner's own distribution
+	// of cross ratios: s in [min(1, a)·L_m, 1], a the median of the learner's
+	// ratios on the source's samples at the start of the step
+	// (Sample.CrossAnchor, from CrossAnchor).
+	AdaptiveBounds CrossBounds = "adaptive"
+	// DecoupledBounds is decoupled PPO: the clip bounds the learner's movement
+	// since the step started, ρ = exp(mean lp − Sample.LearnerStartMeanLogProb),
+	// with the self clip range and PPO's min, and the ratio against the source
+	// enters as the detached weight min(1, s_start)^α (× ω). CrossClip,
+	// Stepwise and CrossDelta(Step) are not used.
+	DecoupledBounds CrossBounds = "decoupled"
+)
+
 // CapabilityMetric is the per-step capability statistic of an agent.
 type CapabilityMetric string
 
@@ -199,6 +220,16 @@ type Settings struct {
 	// learning from the other agents' successes from learning against their
 	// failures (false).
 	CrossPositiveOnly bool `json:"cross_positive_only,omitempty" yaml:"cross_positive_only"`
+	// CrossNegativeCapable: a cross sample with a negative advantage counts
+	// only when its source is at least as capable as the learner
+	// (ω(source, learner) ≥ 1, Sample.Omega); from a less capable source it
+	// contributes nothing. Beyond the paper (decision 35; false).
+	CrossNegativeCapable bool `json:"cross_negative_capable,omitempty" yaml:"cross_negative_capable,omitempty"`
+	// CrossBounds: what the cross clip bounds, the ratio against the source
+	// (fixed, "" too: the paper), that ratio with a lower bound set from the
+	// learner's own cross ratios (adaptive), or the learner's movement since
+	// the step started (decoupled). Beyond the paper (decision 36).
+	CrossBounds CrossBounds `json:"cross_bounds,omitempty" yaml:"cross_bounds,omitempty"`
 
 	// CapabilityBaseline: Eq 7's capability-weighted baseline (false = plain joint
 	// mean: "no-adv" and Naive).
@@ -499,6 +530,16 @@ func (s Settings) Validate() error {
 		return e("alpha must be finite and >= 0, got %v", s.Alpha)
 	case s.CrossRule == CrossAsSelf && s.Alpha != 0:
 		return e("alpha = %v has no effect with cross_rule %q; set it to 0", s.Alpha, CrossAsSelf)
+	case s.CrossBounds != "" && s.CrossBounds != FixedBounds && s.CrossBounds != AdaptiveBounds && s.CrossBounds != DecoupledBounds:
+		return e("cross_bounds must be %q, %q or %q, got %q", FixedBounds, AdaptiveBounds, DecoupledBounds, s.CrossBounds)
+	case s.NeedsLearnerStart() && (s.CrossRule != CrossHACPO || !s.SharesRollouts):
+		return e("cross_bounds %q changes HACPO's cross term; it needs a method that shares rollouts with cross_rule %q", s.CrossBounds, CrossHACPO)
+	case s.CrossBounds == AdaptiveBounds && !s.CrossClip:
+		return e("cross_bounds %q scales the cross clip's lower bound and has no effect without cross_clip", AdaptiveBounds)
+	case s.CrossNegativeCapable && s.CrossPositiveOnly:
+		return e("cross advantage: negative cross samples cannot be dropped from every source (positive) and kept from the capable ones (capable) at once")
+	case (s.CrossNegativeCapable || s.CrossPositiveOnly) && !s.SharesRollouts:
+		return e("a cross-advantage rule needs a method that shares rollouts")
 	case s.CrossRule == CrossAsSelf && (s.CrossClip || s.Stepwise):
 		return e("cross_clip/stepwise have no effect with cross_rule %q (it uses the self clip range); set them to false", CrossAsSelf)
 	case s.NormalizeStd && (!(s.AdvantageEpsilon > 0) || math.IsInf(s.AdvantageEpsilon, 0)):
@@ -546,6 +587,36 @@ func (s Settings) Validate() error {
 		return e("%v", err)
 	}
 	return nil
+}
+
+// NeedsLearnerStart reports whether cross samples need the learner's own
+// mean log-prob at the start of the step (Sample.LearnerStartMeanLogProb):
+// adaptive and decoupled cross bounds.
+func (s Settings) NeedsLearnerStart() bool {
+	return s.CrossBounds == AdaptiveBounds || s.CrossBounds == DecoupledBounds
+}
+
+// CrossAnchor is the anchor a of adaptive cross bounds for one source: the
+// median of the learner's ratios s = exp(mean lp_start − source's mean old
+// lp) on that source's samples of the step, at most 1 (1 when there is none).
+// Ratios must be finite and > 0. It does not change startRatios.
+func CrossAnchor(startRatios []float64) (float64, error) {
+	if len(startRatios) == 0 {
+		return 1, nil
+	}
+	r := slices.Clone(startRatios)
+	for i, v := range r {
+		if !(v > 0) || !finite(v) {
+			return 0, fmt.Errorf("hacpo: cross anchor: ratio %d is %v, want finite and > 0", i, v)
+		}
+	}
+	slices.Sort(r)
+	n := len(r)
+	med := r[n/2]
+	if n%2 == 0 {
+		med = 0.5 * (r[n/2-1] + r[n/2])
+	}
+	return math.Min(1, med), nil
 }
 
 // correctsRollouts reports whether the rollout correction is on.

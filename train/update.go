@@ -106,6 +106,19 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		return fmt.Errorf("step %d: learner %s: %w", step+1, a.Name, err)
 	}
 
+	// The learner's start-of-step log-probs of the cross samples, for the
+	// cross bounds that need them.
+	var start, anchor []float64
+	if algo.NeedsLearnerStart() {
+		if start, anchor, err = r.learnerStart(ctx, a, view, v); err != nil {
+			return fmt.Errorf("step %d: learner %s: %w", step+1, a.Name, err)
+		}
+	}
+	var diag *crossDiag
+	if algo.SharesRollouts {
+		diag = newCrossDiag(r.names)
+	}
+
 	lr := learningRate(a.Opt, step, r.cfg.Steps)
 	var stats hacpo.Stats
 	var policy, kl, entropyBonus, gradNorm float64
@@ -114,10 +127,12 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		refs := plan.Refs(m)
 		samples := make([]hacpo.Sample, len(refs))
 		seqs := make([]model.Sequence, len(refs))
+		items := make([]*rollout.Item, len(refs))
 		allSelf := true
 		for n, sr := range refs {
 			i := bySource[sr.Source][sr.Index]
 			it := view.Items[i]
+			items[n] = &view.Items[i]
 			ro := it.Rollout
 			s := hacpo.Sample{Self: it.Self, Source: ro.Source, Advantage: adv[i], OldMeanLogProb: ro.OldMeanLogProb(),
 				Masked: algo.MaskTruncated && !ro.Stopped, ISWeights: ro.ISWeights}
@@ -128,6 +143,9 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 				}
 			} else {
 				s.Omega = r.tracker.Omega(ro.Source, k)
+				if start != nil {
+					s.LearnerStartMeanLogProb, s.CrossAnchor = start[i], anchor[ro.Source]
+				}
 				allSelf = false
 			}
 			samples[n] = s
@@ -201,6 +219,9 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 			return fmt.Errorf("step %d: learner %s: mini-batch %d: %w", step+1, a.Name, m, err)
 		}
 		applied++
+		if diag != nil {
+			diag.add(items, samples, loss.Seqs, grad, lp, a.Tok.Decode)
+		}
 		stats.Add(loss.Stats)
 		entropyBonus += bonus
 		policy += loss.Policy
@@ -228,6 +249,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 		v["ratio/cross_mean"] = stats.CrossRatioMean()
 		v["clip/cross_lower_frac"] = stats.CrossLowerFrac()
 		v["clip/cross_upper_frac"] = stats.CrossUpperFrac()
+		diag.metrics(v)
 	}
 	v["updates"] = float64(applied)
 	v["skipped_minibatches"] = float64(skipped)
@@ -366,6 +388,10 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 		return s, err
 	}
 	s.CrossPositiveOnly = m.CrossAdvantage == "positive"
+	s.CrossNegativeCapable = m.CrossAdvantage == "capable"
+	if m.CrossBounds != "fixed" {
+		s.CrossBounds = hacpo.CrossBounds(m.CrossBounds)
+	}
 	switch m.Capability {
 	case "accuracy":
 		s.Capability.Metric = hacpo.PositiveRate

@@ -133,6 +133,9 @@ type Run struct {
 	// gradHook, when set (tests), may alter a mini-batch's gradient weights
 	// before the backward pass: fault injection for the non-finite guard.
 	gradHook func(step int, agent string, m int, grad [][]float32)
+	// lossHook, when set (tests), sees each mini-batch's samples, loss and
+	// gradient weights as the loss returned them (read only).
+	lossHook func(step int, agent string, m int, samples []hacpo.Sample, loss hacpo.Loss, grad [][]float32)
 }
 
 // ErrInterrupted is returned by Train when the context was cancelled (wrapped,

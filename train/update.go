@@ -180,6 +180,9 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 			tr.skip()
 			continue
 		}
+		if r.lossHook != nil {
+			r.lossHook(step+1, a.Name, m, samples, loss, grad)
+		}
 		if r.gradHook != nil {
 			r.gradHook(step+1, a.Name, m, grad)
 		}

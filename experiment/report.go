@@ -133,9 +133,17 @@ func diagnostics(steps []map[string]float64) map[string]float64 {
 		// In key order: with three or more agents a learner has several
 		// ω's, and the sum must not depend on map order.
 		for _, k := range metrics.SortedKeys(vals) {
-			if v := vals[k]; strings.HasPrefix(k, "omega/") && !math.IsNaN(v) {
+			v := vals[k]
+			if math.IsNaN(v) {
+				continue
+			}
+			if strings.HasPrefix(k, "omega/") {
 				sums["omega"] += v
 				counts["omega"]++
+			}
+			if strings.HasPrefix(k, crossPrefix) {
+				sums[k] += v
+				counts[k]++
 			}
 		}
 	}
@@ -268,6 +276,7 @@ func Report(ctx context.Context, c *Config, results []CellResult) (string, error
 	writeDiagnostics(&b, results)
 	b.WriteString("\n## How the diagnostics move: first tenth of the steps → last tenth (means over seeds)\n\n")
 	writeDiagnosticEnds(&b, results)
+	writeCrossDiagnostics(&b, results)
 	md := b.String()
 	if err := atomicfile.WriteFile(filepath.Join(c.Out, "report.md"), []byte(md)); err != nil {
 		return "", err
@@ -421,6 +430,113 @@ func writeDiagnosticEnds(b *strings.Builder, results []CellResult) {
 	_, last := diagnosticRows(results, func(a *AgentResult) map[string]float64 { return a.DiagnosticsLast })
 	writeDiagnosticTable(b, order, endKeys, func(k diagKey, d string) string {
 		if f, l := first[k][d], last[k][d]; len(f) > 0 && len(l) > 0 {
+			return fmt.Sprintf("%.3g → %.3g", summarize(f).mean, summarize(l).mean)
+		}
+		return "–"
+	})
+}
+
+// crossPrefix starts the cross-sample diagnostics of hacpo/doc.go decision
+// 37 (cross/<name> over every source, cross/<name>/<source> per source),
+// which Collect averages like diagnosticKeys.
+const crossPrefix = "cross/"
+
+// crossColumns are the cross diagnostics' columns, without crossPrefix.
+var crossColumns = []string{"neg_frac", "neg_grad_frac", "ratio_p10", "ratio_p50", "ratio_p90",
+	"aligned_frac", "token_ratio_p01", "token_ratio_p10", "token_ratio_p50", "token_ratio_p90", "token_ratio_p99",
+	"start_ratio_p50", "anchor"}
+
+// crossEndColumns are those whose drift the second table shows.
+var crossEndColumns = []string{"neg_frac", "neg_grad_frac", "ratio_p50", "token_ratio_p10", "token_ratio_p50"}
+
+// writeCrossDiagnostics writes, when the cells logged them, the cross
+// diagnostics per setting, method, learner and source ("all": over its
+// sources): their means over the run, then first tenth → last tenth.
+func writeCrossDiagnostics(b *strings.Builder, results []CellResult) {
+	type rowKey struct {
+		diagKey
+		source string
+	}
+	var order []rowKey
+	seen := map[rowKey]bool{}
+	mean, first, last := map[rowKey]map[string][]float64{}, map[rowKey]map[string][]float64{}, map[rowKey]map[string][]float64{}
+	add := func(dst map[rowKey]map[string][]float64, k rowKey, col string, v float64) {
+		if dst[k] == nil {
+			dst[k] = map[string][]float64{}
+		}
+		dst[k][col] = append(dst[k][col], v)
+	}
+	for _, r := range results {
+		for agent, a := range r.Agents {
+			for _, key := range metrics.SortedKeys(a.Diagnostics) {
+				name, ok := strings.CutPrefix(key, crossPrefix)
+				if !ok {
+					continue
+				}
+				col, source, _ := strings.Cut(name, "/")
+				if source == "" {
+					source = "all"
+				}
+				k := rowKey{diagKey{r.Setting, r.Method, agent}, source}
+				if !seen[k] {
+					seen[k] = true
+					order = append(order, k)
+				}
+				add(mean, k, col, a.Diagnostics[key])
+				if v, ok := a.DiagnosticsFirst[key]; ok {
+					add(first, k, col, v)
+				}
+				if v, ok := a.DiagnosticsLast[key]; ok {
+					add(last, k, col, v)
+				}
+			}
+		}
+	}
+	if len(order) == 0 {
+		return
+	}
+	sort.Slice(order, func(i, j int) bool {
+		x, y := order[i], order[j]
+		switch {
+		case x.setting != y.setting:
+			return x.setting < y.setting
+		case x.method != y.method:
+			return x.method < y.method
+		case x.agent != y.agent:
+			return x.agent < y.agent
+		case (x.source == "all") != (y.source == "all"):
+			return x.source == "all"
+		}
+		return x.source < y.source
+	})
+	table := func(cols []string, cell func(k rowKey, col string) string) {
+		b.WriteString("| setting | method | learner | source |")
+		for _, c := range cols {
+			b.WriteString(" " + c + " |")
+		}
+		b.WriteString("\n|---|---|---|---|")
+		for range cols {
+			b.WriteString("---|")
+		}
+		b.WriteString("\n")
+		for _, k := range order {
+			fmt.Fprintf(b, "| %s | %s | %s | %s |", k.setting, k.method, k.agent, k.source)
+			for _, c := range cols {
+				b.WriteString(" " + cell(k, c) + " |")
+			}
+			b.WriteString("\n")
+		}
+	}
+	b.WriteString("\n## Cross samples (hacpo/doc.go decision 37): means over steps and seeds\n\n")
+	table(crossColumns, func(k rowKey, c string) string {
+		if xs := mean[k][c]; len(xs) > 0 {
+			return fmt.Sprintf("%.4g", summarize(xs).mean)
+		}
+		return "–"
+	})
+	b.WriteString("\n## Cross samples: first tenth of the steps → last tenth (means over seeds)\n\n")
+	table(crossEndColumns, func(k rowKey, c string) string {
+		if f, l := first[k][c], last[k][c]; len(f) > 0 && len(l) > 0 {
 			return fmt.Sprintf("%.3g → %.3g", summarize(f).mean, summarize(l).mean)
 		}
 		return "–"

@@ -375,3 +375,55 @@ func TestVariantAgainst(t *testing.T) {
 		}
 	}
 }
+
+// The cross diagnostics are averaged per key, over every source and per
+// source, and tabled with the "all" row first; a grid without them gets no
+// such section.
+func TestCrossDiagnosticsSection(t *testing.T) {
+	c := &Config{Name: "g", Out: t.TempDir(), Seeds: []int64{1}, Methods: []string{"hacpo"},
+		Settings: []Setting{{Name: "s", Agents: []config.Agent{{Name: "a"}, {Name: "b"}, {Name: "c"}}}}}
+	c.Run.Batch.PromptsPerStep, c.Run.Batch.ResponsesPerPrompt = 2, 2
+	cell := c.Cells()[0]
+	if err := os.MkdirAll(c.Dir(cell), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(c.Dir(cell), "done.json"), []byte("{}\n"), 0o644)
+	var recs []metrics.Record
+	for step := 1; step <= 20; step++ {
+		recs = append(recs, metrics.Record{Step: step, Agent: "a", Time: 1, Values: map[string]float64{
+			"cross/neg_frac": float64(step), "cross/neg_frac/b": 2 * float64(step), "cross/neg_frac/c": 0.5,
+			"cross/ratio_p50/b": 0.25}})
+	}
+	if err := metrics.WriteFile(filepath.Join(c.Dir(cell), metrics.FileName), recs); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Collect(c, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := res[0].Agents["a"].Diagnostics; d["cross/neg_frac"] != 10.5 || d["cross/neg_frac/b"] != 21 || d["cross/ratio_p50/b"] != 0.25 {
+		t.Errorf("cross diagnostics averaged to %v", d)
+	}
+	var b strings.Builder
+	writeCrossDiagnostics(&b, res)
+	out := b.String()
+	for _, want := range []string{
+		"| s | hacpo | a | all | 10.5 | – |",
+		"| s | hacpo | a | b | 21 | – | – | 0.25 |",
+		"| s | hacpo | a | c | 0.5 |",
+		"| s | hacpo | a | all | 1.5 → 19.5 |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the cross section lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Index(out, "| a | all |") > strings.Index(out, "| a | b |") {
+		t.Errorf("the all row is not first:\n%s", out)
+	}
+	b.Reset()
+	res[0].Agents["a"].Diagnostics = map[string]float64{"omega": 1}
+	writeCrossDiagnostics(&b, res)
+	if b.Len() != 0 {
+		t.Errorf("a grid without cross diagnostics got a section:\n%s", b.String())
+	}
+}

@@ -51,6 +51,11 @@ type Config struct {
 	// The report compares each with the method it varies (or its against).
 	MethodVariants []Variant  `yaml:"method_variants"`
 	Ablations      *Ablations `yaml:"ablations"`
+	// Compare adds comparisons to the report's paired differences, each
+	// [a, b]: a method or variant against another (or "initial"), e.g.
+	// [hacpo-capable, gspo3x] where the comparisons a variant gets by
+	// default do not reach the baseline of a setting.
+	Compare [][2]string `yaml:"compare"`
 }
 
 // Setting is one heterogeneity setting: the agents that train together.
@@ -188,6 +193,11 @@ func (c *Config) validate() error {
 	for i, v := range c.MethodVariants {
 		if v.Against != "" && (!methods[v.Against] || v.Against == v.Name) {
 			bad("method_variants[%d].against: %q is not another method or variant of the grid", i, v.Against)
+		}
+	}
+	for i, p := range c.Compare {
+		if !methods[p[0]] || !(methods[p[1]] || p[1] == "initial") || p[0] == p[1] {
+			bad("compare[%d]: %q against %q: each must be a method or variant of the grid (the second may be initial), and they must differ", i, p[0], p[1])
 		}
 	}
 	if a := c.Ablations; a != nil {

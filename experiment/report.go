@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -705,6 +706,11 @@ func (c *Config) claims() []comparison {
 			case cl.b == base && cl.a == "hacpo":
 				out = append(out, comparison{cl.a, v.Name, "HACPO against " + v.Name})
 			}
+		}
+	}
+	for _, p := range c.Compare {
+		if !slices.ContainsFunc(out, func(x comparison) bool { return x.a == p[0] && x.b == p[1] }) {
+			out = append(out, comparison{p[0], p[1], p[0] + " against " + p[1]})
 		}
 	}
 	return out

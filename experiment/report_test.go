@@ -427,3 +427,29 @@ func TestCrossDiagnosticsSection(t *testing.T) {
 		t.Errorf("a grid without cross diagnostics got a section:\n%s", b.String())
 	}
 }
+
+// compare adds comparisons the variants do not get by default, once each,
+// and names pairs that are not the grid's.
+func TestCompare(t *testing.T) {
+	c := &Config{Name: "g", Out: "o", Seeds: []int64{1}, Parallel: 1, Methods: []string{"gspo", "hacpo"},
+		MethodVariants: []Variant{{Name: "gspo3x", Method: config.Method{Name: "gspo2x"}}, {Name: "hacpo-capable", Method: config.Method{Name: "hacpo"}}},
+		Settings:       []Setting{{Name: "a"}},
+		Compare:        [][2]string{{"hacpo-capable", "gspo3x"}, {"hacpo-capable", "hacpo"}}}
+	var got []string
+	for _, cl := range c.claims() {
+		got = append(got, cl.a+"−"+cl.b)
+	}
+	n := 0
+	for _, g := range got {
+		if g == "hacpo-capable−hacpo" {
+			n++
+		}
+	}
+	if !slices.Contains(got, "hacpo-capable−gspo3x") || n != 1 {
+		t.Errorf("claims %v: want hacpo-capable−gspo3x added and hacpo-capable−hacpo once", got)
+	}
+	c.Compare = [][2]string{{"hacpo-capable", "naive"}}
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `compare[0]: "hacpo-capable" against "naive"`) {
+		t.Errorf("a comparison with a method not in the grid: %v", err)
+	}
+}

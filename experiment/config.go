@@ -55,7 +55,7 @@ type Config struct {
 	// [a, b]: a method or variant against another (or "initial"), e.g.
 	// [hacpo-capable, gspo3x] where the comparisons a variant gets by
 	// default do not reach the baseline of a setting.
-	Compare [][2]string `yaml:"compare"`
+	Compare [][]string `yaml:"compare"`
 }
 
 // Setting is one heterogeneity setting: the agents that train together.
@@ -196,6 +196,10 @@ func (c *Config) validate() error {
 		}
 	}
 	for i, p := range c.Compare {
+		if len(p) != 2 {
+			bad("compare[%d]: want a pair [a, b], got %d names", i, len(p))
+			continue
+		}
 		if !methods[p[0]] || !(methods[p[1]] || p[1] == "initial") || p[0] == p[1] {
 			bad("compare[%d]: %q against %q: each must be a method or variant of the grid (the second may be initial), and they must differ", i, p[0], p[1])
 		}

@@ -434,7 +434,7 @@ func TestCompare(t *testing.T) {
 	c := &Config{Name: "g", Out: "o", Seeds: []int64{1}, Parallel: 1, Methods: []string{"gspo", "hacpo"},
 		MethodVariants: []Variant{{Name: "gspo3x", Method: config.Method{Name: "gspo2x"}}, {Name: "hacpo-capable", Method: config.Method{Name: "hacpo"}}},
 		Settings:       []Setting{{Name: "a"}},
-		Compare:        [][2]string{{"hacpo-capable", "gspo3x"}, {"hacpo-capable", "hacpo"}}}
+		Compare:        [][]string{{"hacpo-capable", "gspo3x"}, {"hacpo-capable", "hacpo"}}}
 	var got []string
 	for _, cl := range c.claims() {
 		got = append(got, cl.a+"−"+cl.b)
@@ -448,8 +448,11 @@ func TestCompare(t *testing.T) {
 	if !slices.Contains(got, "hacpo-capable−gspo3x") || n != 1 {
 		t.Errorf("claims %v: want hacpo-capable−gspo3x added and hacpo-capable−hacpo once", got)
 	}
-	c.Compare = [][2]string{{"hacpo-capable", "naive"}}
+	c.Compare = [][]string{{"hacpo-capable", "naive"}, {"gspo"}}
 	if err := c.validate(); err == nil || !strings.Contains(err.Error(), `compare[0]: "hacpo-capable" against "naive"`) {
 		t.Errorf("a comparison with a method not in the grid: %v", err)
+	}
+	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "compare[1]: want a pair [a, b], got 1 names") {
+		t.Errorf("a comparison of one name: %v", err)
 	}
 }

@@ -13,43 +13,17 @@ import (
 )
 
 // optionsRun trains tinyConfig's three agents for one step with method m
-// (the inside of a YAML flow mapping: "grpo, kl_coef: 0") and logged rollouts, and returns the first
-// mini-batch's gradient weights per agent, the step's rollout log and the
-// metrics.
+// (the inside of a YAML flow mapping: "grpo, kl_coef: 0") and logged
+// rollouts (variantRun), and returns the first mini-batch's gradient weights
+// per agent, the step's rollout log and the metrics.
 func optionsRun(t *testing.T, m string) (map[string][][]float32, []rollout.Record, []metrics.Record) {
 	t.Helper()
-	dir := t.TempDir()
-	cfg := tinyConfig(t, dir, m, 1)
-	// Rewards that vary within groups (testdata/logreward.py: by length),
-	// so that advantages are not all 0 as an untrained model's would be.
-	cfg.Reward = &config.Reward{Command: []string{pythonPath(t), "testdata/logreward.py", filepath.Join(dir, "reward.log")},
-		Timeout: config.DefaultRewardTimeout, StartTimeout: config.DefaultRewardStartTimeout}
-	cfg.Eval.Every, cfg.Eval.Sets = 0, nil
-	cfg.Rollouts.Every = 1
-	run, err := New(context.Background(), cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	seen, recs, ms := variantRun(t, m)
 	grads := map[string][][]float32{}
-	run.gradHook = func(step int, agent string, m int, grad [][]float32) {
-		if m == 0 {
-			rows := make([][]float32, len(grad))
-			for b := range grad {
-				rows[b] = append([]float32(nil), grad[b]...)
-			}
-			grads[agent] = rows
+	for _, b := range seen {
+		if b.m == 0 {
+			grads[b.agent] = b.grad
 		}
-	}
-	if _, err := run.Train(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	recs, err := rollout.ReadLog(rollout.LogPath(cfg.Out, 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := metrics.ReadFile(filepath.Join(cfg.Out, "metrics.jsonl"))
-	if err != nil {
-		t.Fatal(err)
 	}
 	return grads, recs, ms
 }

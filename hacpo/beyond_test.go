@@ -135,7 +135,6 @@ func equalRows(a, b [][]float32) bool {
 // cross ratios span both sides of every bound.
 func TestCrossVariantsFiniteDifferences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(37, 38))
-	const h = 1e-6
 	for _, s := range []Settings{
 		with("hacpo", func(s *Settings) { s.CrossNegativeCapable = true }),
 		with("hacpo", func(s *Settings) { s.CrossBounds = AdaptiveBounds }),
@@ -160,48 +159,11 @@ func TestCrossVariantsFiniteDifferences(t *testing.T) {
 				samples[b].CrossAnchor = 0.02 + 1.2*rng.Float64()
 				samples[b].LearnerStartMeanLogProb = mean + (rng.Float64()*2-1)*1e-3
 			}
-			m := rng.IntN(4)
-			grad := make([][]float64, len(lps))
-			scratch := make([][]float64, len(lps))
-			frozen := make([]float64, len(lps))
-			for b := range lps {
-				grad[b] = make([]float64, len(lps[b]))
-				scratch[b] = make([]float64, len(lps[b]))
-				frozen[b] = MeanLogProb(lps[b])
-			}
-			loss, err := s.MiniBatchLoss64(m, samples, lps, grad)
-			if err != nil {
-				t.Fatal(err)
-			}
+			n, k, loss := checkFiniteDifferences(t, s, rng.IntN(4), samples, lps)
+			checked, kinks = checked+n, kinks+k
 			for _, sq := range loss.Seqs {
 				if sq.Clip != Inside {
 					clipped++
-				}
-			}
-			total := func() float64 {
-				l, err := miniBatchLoss(s, m, samples, lps, scratch, frozen)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l.Total
-			}
-			for b := range lps {
-				for tk := range lps[b] {
-					x := lps[b][tk]
-					lps[b][tk] = x + h
-					up := total()
-					lps[b][tk] = x - h
-					dn := total()
-					lps[b][tk] = x
-					mid := total()
-					if !near((up-mid)/h, (mid-dn)/h, 1e-4) {
-						kinks++
-						continue
-					}
-					checked++
-					if fd := (up - dn) / (2 * h); math.Abs(fd-grad[b][tk]) > 1e-7 {
-						t.Fatalf("%+v m=%d sample %d (self %v) token %d: FD %.10g, analytic %.10g", s.CrossBounds, m, b, samples[b].Self, tk, fd, grad[b][tk])
-					}
 				}
 			}
 		}

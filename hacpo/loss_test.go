@@ -307,7 +307,6 @@ func aggregated(name string, agg LossAgg, est KLEstimator) Settings {
 // Total does not give it; TestLossAgainstTorch checks it against autograd.
 func TestMiniBatchLossFiniteDifferences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 9))
-	const h = 1e-6
 	for _, c := range []struct {
 		s            Settings
 		nSelf, nCros int
@@ -347,62 +346,71 @@ func TestMiniBatchLossFiniteDifferences(t *testing.T) {
 					samples[b].Masked = true
 				}
 			}
-			m := rng.IntN(4)
-			grad := make([][]float64, len(lps))
-			for b := range lps {
-				grad[b] = make([]float64, len(lps[b]))
-			}
-			loss, err := s.MiniBatchLoss64(m, samples, lps, grad)
-			if err != nil {
-				t.Fatal(err)
-			}
-			scratch := make([][]float64, len(lps))
-			frozen := make([]float64, len(lps)) // hold the detached α factor of cross terms
-			for b := range lps {
-				scratch[b] = make([]float64, len(lps[b]))
-				frozen[b] = MeanLogProb(lps[b])
-			}
-			total := func() float64 {
-				l, err := miniBatchLoss(s, m, samples, lps, scratch, frozen)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return l.Total
-			}
-			if !near(total(), loss.Total, 0) {
-				t.Fatal("loss not deterministic")
-			}
-			for b := range lps {
-				for tk := range lps[b] {
-					x := lps[b][tk]
-					lps[b][tk] = x + h
-					up := total()
-					lps[b][tk] = x - h
-					dn := total()
-					lps[b][tk] = x
-					fd := (up - dn) / (2 * h)
-					// A kink can fall inside [x−h, x+h]; such a coordinate disagrees by the
-					// jump in slope. Detect it by the one-sided differences disagreeing.
-					mid := total()
-					if !near((up-mid)/h, (mid-dn)/h, 1e-4) {
-						kinks++
-						continue
-					}
-					checked++
-					if math.Abs(fd-grad[b][tk]) > 1e-7 {
-						t.Fatalf("%s (%s, %s) m=%d sample %d (self %v, masked %v) token %d: FD %.10g, analytic %.10g",
-							s.Method, s.Aggregation(), s.KLEstimator, m, b, samples[b].Self, samples[b].Masked, tk, fd, grad[b][tk])
-					}
-					if samples[b].Masked && grad[b][tk] != 0 {
-						t.Fatalf("%s: masked sample %d has gradient %v", s.Method, b, grad[b][tk])
-					}
-				}
-			}
+			n, k, _ := checkFiniteDifferences(t, s, rng.IntN(4), samples, lps)
+			checked, kinks = checked+n, kinks+k
 		}
 		if kinks > checked/10 {
 			t.Errorf("%s (%s): %d coordinates at a kink, %d checked", s.Method, s.Aggregation(), kinks, checked)
 		}
 	}
+}
+
+// checkFiniteDifferences compares MiniBatchLoss64's gradient for mini-batch
+// m with central differences of Total in every token log-prob, the detached
+// α factor of cross terms held at its value (the surrogate whose gradient
+// the loss returns), and fails t at the first disagreement; masked samples
+// must have no gradient. It returns the coordinates checked, those skipped
+// at a kink (the one-sided differences disagree: a clip bound inside
+// [x−h, x+h]) and the loss.
+func checkFiniteDifferences(t *testing.T, s Settings, m int, samples []Sample, lps [][]float64) (checked, kinks int, loss Loss) {
+	t.Helper()
+	const h = 1e-6
+	grad := make([][]float64, len(lps))
+	scratch := make([][]float64, len(lps))
+	frozen := make([]float64, len(lps))
+	for b := range lps {
+		grad[b] = make([]float64, len(lps[b]))
+		scratch[b] = make([]float64, len(lps[b]))
+		frozen[b] = MeanLogProb(lps[b])
+	}
+	loss, err := s.MiniBatchLoss64(m, samples, lps, grad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := func() float64 {
+		l, err := miniBatchLoss(s, m, samples, lps, scratch, frozen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Total
+	}
+	if !near(total(), loss.Total, 0) {
+		t.Fatal("loss not deterministic")
+	}
+	for b := range lps {
+		for tk := range lps[b] {
+			x := lps[b][tk]
+			lps[b][tk] = x + h
+			up := total()
+			lps[b][tk] = x - h
+			dn := total()
+			lps[b][tk] = x
+			mid := total()
+			if !near((up-mid)/h, (mid-dn)/h, 1e-4) {
+				kinks++
+				continue
+			}
+			checked++
+			if fd := (up - dn) / (2 * h); math.Abs(fd-grad[b][tk]) > 1e-7 {
+				t.Fatalf("%s (%s, %s, cross bounds %q) m=%d sample %d (self %v, masked %v) token %d: FD %.10g, analytic %.10g",
+					s.Method, s.Aggregation(), s.KLEstimator, s.CrossBounds, m, b, samples[b].Self, samples[b].Masked, tk, fd, grad[b][tk])
+			}
+			if samples[b].Masked && grad[b][tk] != 0 {
+				t.Fatalf("%s: masked sample %d has gradient %v", s.Method, b, grad[b][tk])
+			}
+		}
+	}
+	return checked, kinks, loss
 }
 
 // The aggregation by hand: Total = (1/B) Σ policy_b + coef·(1/B) Σ_self KL_b, B counting

@@ -452,7 +452,8 @@ var crossEndColumns = []string{"neg_frac", "neg_grad_frac", "ratio_p50", "token_
 
 // writeCrossDiagnostics writes, when the cells logged them, the cross
 // diagnostics per setting, method, learner and source ("all": over its
-// sources): their means over the run, then first tenth → last tenth.
+// sources, when it has several): their means over the run, then first
+// tenth → last tenth.
 func writeCrossDiagnostics(b *strings.Builder, results []CellResult) {
 	type rowKey struct {
 		diagKey
@@ -496,6 +497,14 @@ func writeCrossDiagnostics(b *strings.Builder, results []CellResult) {
 	if len(order) == 0 {
 		return
 	}
+	// With one source the "all" row repeats its row: leave it out.
+	sources := map[diagKey]int{}
+	for _, k := range order {
+		if k.source != "all" {
+			sources[k.diagKey]++
+		}
+	}
+	order = slices.DeleteFunc(order, func(k rowKey) bool { return k.source == "all" && sources[k.diagKey] == 1 })
 	sort.Slice(order, func(i, j int) bool {
 		x, y := order[i], order[j]
 		switch {

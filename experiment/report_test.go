@@ -420,6 +420,15 @@ func TestCrossDiagnosticsSection(t *testing.T) {
 	if strings.Index(out, "| a | all |") > strings.Index(out, "| a | b |") {
 		t.Errorf("the all row is not first:\n%s", out)
 	}
+	// One source: no "all" row.
+	for _, d := range []map[string]float64{res[0].Agents["a"].Diagnostics, res[0].Agents["a"].DiagnosticsFirst, res[0].Agents["a"].DiagnosticsLast} {
+		delete(d, "cross/neg_frac/c")
+	}
+	b.Reset()
+	writeCrossDiagnostics(&b, res)
+	if strings.Contains(b.String(), "| all |") || !strings.Contains(b.String(), "| s | hacpo | a | b | 21 |") {
+		t.Errorf("with one source the section has an all row or lacks the source's:\n%s", b.String())
+	}
 	b.Reset()
 	res[0].Agents["a"].Diagnostics = map[string]float64{"omega": 1}
 	writeCrossDiagnostics(&b, res)

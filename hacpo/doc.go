@@ -384,7 +384,9 @@
 //     norm would need a backward pass per sample), the 1st/10th/50th/90th/99th
 //     percentiles of the sequence ratio s at the update (cross/ratio_p*) and,
 //     over the samples whose learner tokens are the source's own ids and text
-//     (cross/aligned_frac), of the per-token ratio exp(lp_t − old_t)
+//     and whose two agents load the same tokenizer file (cross/aligned_frac;
+//     ids alone coincide between tokenizers on short responses), of the
+//     per-token ratio exp(lp_t − old_t)
 //     (cross/token_ratio_p*); without the /<source> suffix, over every source.
 //     They read the loss's outputs and change no number of the run.
 //

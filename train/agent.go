@@ -242,7 +242,7 @@ func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef
 	if note != "" {
 		log(fmt.Sprintf("agent %s: %s", ac.Name, note))
 	}
-	tokPath := ac.Tokenizer
+	tokPath := tokenizerPath(ac)
 	if ac.Checkpoint != "" {
 		if model.IsAdapterDir(ac.Checkpoint) {
 			return nil, fmt.Errorf("agent %s: checkpoint %s is a LoRA adapter (%s), not a model: merge it into its base first (hacrl merge)",
@@ -256,9 +256,6 @@ func newAgent(b compute.Backend, i int, ac config.Agent, loraSeed int64, withRef
 			return nil, fmt.Errorf("agent %s: %w", ac.Name, err)
 		}
 		a.Model = m
-		if tokPath == "" {
-			tokPath = filepath.Join(ac.Checkpoint, "tokenizer.json")
-		}
 	}
 	tok, err := tokenizer.Load(tokPath)
 	if err != nil {
@@ -503,6 +500,15 @@ func saveTemplateFiles(a *Agent, dir string) error {
 // space — where PreTrainedTokenizerFast takes tokenizer.json as it is, as
 // hacrl does.
 var plainTokenizerConfig = []byte(`{"tokenizer_class": "PreTrainedTokenizerFast"}` + "\n")
+
+// tokenizerPath is the tokenizer file of agent ac: its tokenizer, else its
+// checkpoint's tokenizer.json ("" when it names neither).
+func tokenizerPath(ac config.Agent) string {
+	if ac.Tokenizer == "" && ac.Checkpoint != "" {
+		return filepath.Join(ac.Checkpoint, "tokenizer.json")
+	}
+	return ac.Tokenizer
+}
 
 // readTemplateFiles returns the tokenizer_config.json and chat_template.jinja
 // beside the tokenizer.json at tokPath that exist (see

@@ -2,10 +2,14 @@ package train
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 
+	"github.com/hacrl/hacrl/config"
 	"github.com/hacrl/hacrl/hacpo"
 	"github.com/hacrl/hacrl/model"
 	"github.com/hacrl/hacrl/rollout"
@@ -19,8 +23,9 @@ import (
 // ratios per sequence and, where the learner's tokens are the source's, per
 // token. Only updates that were applied count.
 type crossDiag struct {
-	names []string
-	src   []crossSource // by source; the learner's own entry stays empty
+	names  []string
+	shared []bool        // by source: its tokenizer is the learner's (the same file)
+	src    []crossSource // by source; the learner's own entry stays empty
 }
 
 type crossSource struct {
@@ -30,8 +35,34 @@ type crossSource struct {
 	tokenRatios     []float64 // per-token ratios exp(lp_t − old_t) of aligned samples
 }
 
-func newCrossDiag(names []string) *crossDiag {
-	return &crossDiag{names: names, src: make([]crossSource, len(names))}
+// newCrossDiag starts learner k's diagnostics; sums are every agent's
+// tokenizer sums (tokenizerSums).
+func newCrossDiag(names []string, k int, sums []string) *crossDiag {
+	d := &crossDiag{names: names, shared: make([]bool, len(names)), src: make([]crossSource, len(names))}
+	for j := range sums {
+		d.shared[j] = sums[k] != "" && sums[j] == sums[k]
+	}
+	return d
+}
+
+// tokenizerSums returns, per agent of cfg, the SHA-256 of the tokenizer file
+// it loads ("" when it names none or the file cannot be read): agents share
+// a tokenizer, and their token ids mean the same text, when their sums are
+// equal and not "". Ids alone can coincide between two tokenizers on short
+// responses.
+func tokenizerSums(cfg *config.Config) []string {
+	sums := make([]string, len(cfg.Agents))
+	for i, ac := range cfg.Agents {
+		path := tokenizerPath(ac)
+		if path == "" {
+			continue
+		}
+		if b, err := os.ReadFile(path); err == nil {
+			h := sha256.Sum256(b)
+			sums[i] = hex.EncodeToString(h[:])
+		}
+	}
+	return sums
 }
 
 // add records mini-batch results: items[n] is sample n's view item, seqs its
@@ -53,7 +84,7 @@ func (d *crossDiag) add(items []*rollout.Item, samples []hacpo.Sample, seqs []ha
 			c.negGrad += g
 		}
 		c.ratios = append(c.ratios, seqs[n].Ratio)
-		if it := items[n]; sharesTokens(it, decode) {
+		if it := items[n]; d.shared[sm.Source] && sharesTokens(it, decode) {
 			c.aligned++
 			for t, old := range it.Rollout.OldLogProbs {
 				c.tokenRatios = append(c.tokenRatios, math.Exp(float64(lp[n][t])-float64(old)))
@@ -63,8 +94,10 @@ func (d *crossDiag) add(items []*rollout.Item, samples []hacpo.Sample, seqs []ha
 }
 
 // sharesTokens reports whether a cross sample's tokens in the learner's
-// tokenization are the source's own, meaning the same text (so that each
-// token's log-prob under the learner and under the source can be compared).
+// tokenization (the source's tokenizer too) are the source's own, meaning the
+// same text, so that each token's log-prob under the learner and under the
+// source can be compared: a retokenization that merges or splits
+// differently, or a cut, is not.
 func sharesTokens(it *rollout.Item, decode func([]int) string) bool {
 	ro := it.Rollout
 	if !slices.Equal(it.Response, ro.Tokens) || len(ro.OldLogProbs) != len(ro.Tokens) {

@@ -251,3 +251,39 @@ func TestLearnerStartReachesTheCrossSamples(t *testing.T) {
 		})
 	}
 }
+
+// Token ratios are compared only between agents that load the same
+// tokenizer: equal ids from two tokenizers (which short responses can have)
+// are not the same tokens.
+func TestCrossDiagnosticsNeedTheSameTokenizer(t *testing.T) {
+	cfg := tinyConfig(t, t.TempDir(), "hacpo", 1)
+	sums := tokenizerSums(cfg)
+	if sums[0] == "" || sums[0] != sums[1] || sums[2] == sums[0] {
+		t.Fatalf("tokenizer sums %q: want gpt-char's and llama-char's equal, llama-bpe's another", sums)
+	}
+	ro := &rollout.Rollout{Source: 2, Text: "7", Tokens: []int{5, 9}, Stopped: true, OldLogProbs: []float32{-1, -0.5}}
+	item := &rollout.Item{Rollout: ro, Response: []int{5, 9}}
+	decode := func([]int) string { return "7" }
+	for _, c := range []struct {
+		learner, source int
+		aligned         bool
+	}{{0, 2, false}, {2, 0, false}, {1, 0, true}} {
+		ro.Source = c.source
+		d := newCrossDiag(cfg.AgentNames(), c.learner, sums)
+		sm := []hacpo.Sample{{Source: c.source, Advantage: -1}}
+		d.add([]*rollout.Item{item}, sm, []hacpo.SeqLoss{{Ratio: 0.5}}, [][]float32{{0.1, -0.1}}, [][]float32{{-1, -1}}, decode)
+		v := map[string]float64{}
+		d.metrics(v)
+		src := cfg.AgentNames()[c.source]
+		if got := v["cross/aligned_frac/"+src] == 1; got != c.aligned {
+			t.Errorf("learner %d, source %d: aligned_frac %v, want aligned %v", c.learner, c.source, v["cross/aligned_frac/"+src], c.aligned)
+		}
+		if _, ok := v["cross/token_ratio_p50/"+src]; ok != c.aligned {
+			t.Errorf("learner %d, source %d: token ratios %v, want them %v", c.learner, c.source, ok, c.aligned)
+		}
+		// Token ratios exp(−1 − (−1)) = 1 and exp(−1 − (−0.5)): their median is the mean of the two.
+		if c.aligned && math.Abs(v["cross/token_ratio_p50/"+src]-(1+math.Exp(-0.5))/2) > 1e-12 || v["cross/neg_frac/"+src] != 1 || v["cross/neg_grad_frac/"+src] != 1 {
+			t.Errorf("learner %d, source %d: %v", c.learner, c.source, v)
+		}
+	}
+}

@@ -101,6 +101,7 @@ type Run struct {
 	backend compute.Backend
 	agents  []*Agent // the agents this process trains: all, or a member's one
 	names   []string // every agent of the config, in order (Agent.Index)
+	tokSums []string // every agent's tokenizer sum (tokenizerSums), for the cross diagnostics
 	member  *Member  // nil: every agent in this process
 	algo    hacpo.Settings
 	tracker *hacpo.CapabilityTracker
@@ -181,6 +182,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Run, err err
 	}
 	r := &Run{cfg: cfg, algo: algo, obs: obs, seed: uint64(cfg.Seed), firstEvalStep: -1, lastEvalStep: -1, member: opts.Member}
 	r.names = cfg.AgentNames()
+	r.tokSums = tokenizerSums(cfg)
 	if m := opts.Member; m != nil && (m.Exchange == nil || !slices.Contains(r.names, m.Agent)) {
 		return nil, fmt.Errorf("train: member process: agent %q is not one of the config's agents %v (or no exchange)", m.Agent, r.names)
 	}

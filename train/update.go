@@ -116,7 +116,7 @@ func (r *Run) learn(ctx context.Context, step, k int, a *Agent, pool *rollout.Po
 	}
 	var diag *crossDiag
 	if algo.SharesRollouts {
-		diag = newCrossDiag(r.names)
+		diag = newCrossDiag(r.names, k, r.tokSums)
 	}
 
 	lr := learningRate(a.Opt, step, r.cfg.Steps)

@@ -537,16 +537,23 @@ func writeCrossDiagnostics(b *strings.Builder, results []CellResult) {
 			b.WriteString("\n")
 		}
 	}
+	// Per-token percentiles describe a pair only where most of its samples
+	// were aligned (the same tokenizer): over a few coincidences they would
+	// mislead.
+	tokens := func(k rowKey, c string) bool {
+		return !strings.HasPrefix(c, "token_") || summarize(mean[k]["aligned_frac"]).mean >= 0.5
+	}
 	b.WriteString("\n## Cross samples (hacpo/doc.go decision 37): means over steps and seeds\n\n")
+	b.WriteString("Per-token percentiles are shown where at least half of the pair's samples had the source's own tokens (aligned_frac ≥ 0.5).\n\n")
 	table(crossColumns, func(k rowKey, c string) string {
-		if xs := mean[k][c]; len(xs) > 0 {
+		if xs := mean[k][c]; len(xs) > 0 && tokens(k, c) {
 			return fmt.Sprintf("%.4g", summarize(xs).mean)
 		}
 		return "–"
 	})
 	b.WriteString("\n## Cross samples: first tenth of the steps → last tenth (means over seeds)\n\n")
 	table(crossEndColumns, func(k rowKey, c string) string {
-		if f, l := first[k][c], last[k][c]; len(f) > 0 && len(l) > 0 {
+		if f, l := first[k][c], last[k][c]; len(f) > 0 && len(l) > 0 && tokens(k, c) {
 			return fmt.Sprintf("%.3g → %.3g", summarize(f).mean, summarize(l).mean)
 		}
 		return "–"

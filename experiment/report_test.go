@@ -392,7 +392,8 @@ func TestCrossDiagnosticsSection(t *testing.T) {
 	for step := 1; step <= 20; step++ {
 		recs = append(recs, metrics.Record{Step: step, Agent: "a", Time: 1, Values: map[string]float64{
 			"cross/neg_frac": float64(step), "cross/neg_frac/b": 2 * float64(step), "cross/neg_frac/c": 0.5,
-			"cross/ratio_p50/b": 0.25}})
+			"cross/ratio_p50/b": 0.25, "cross/aligned_frac/b": 1, "cross/token_ratio_p50/b": 0.75,
+			"cross/aligned_frac/c": 0.001, "cross/token_ratio_p50/c": 9}})
 	}
 	if err := metrics.WriteFile(filepath.Join(c.Dir(cell), metrics.FileName), recs); err != nil {
 		t.Fatal(err)
@@ -411,18 +412,26 @@ func TestCrossDiagnosticsSection(t *testing.T) {
 		"| s | hacpo | a | all | 10.5 | – |",
 		"| s | hacpo | a | b | 21 | – | – | 0.25 |",
 		"| s | hacpo | a | c | 0.5 |",
+		"| 0.75 |",
 		"| s | hacpo | a | all | 1.5 → 19.5 |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the cross section lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "| 9 |") {
+		t.Errorf("token percentiles of a pair with 0.001 of its samples aligned are shown:\n%s", out)
+	}
 	if strings.Index(out, "| a | all |") > strings.Index(out, "| a | b |") {
 		t.Errorf("the all row is not first:\n%s", out)
 	}
 	// One source: no "all" row.
 	for _, d := range []map[string]float64{res[0].Agents["a"].Diagnostics, res[0].Agents["a"].DiagnosticsFirst, res[0].Agents["a"].DiagnosticsLast} {
-		delete(d, "cross/neg_frac/c")
+		for k := range d {
+			if strings.HasSuffix(k, "/c") {
+				delete(d, k)
+			}
+		}
 	}
 	b.Reset()
 	writeCrossDiagnostics(&b, res)

@@ -305,22 +305,12 @@ func TestCollectOmegaInKeyOrder(t *testing.T) {
 // whole run: a drift the run's mean hides (the cross ratio rising from 0.1 to
 // 0.7, say) shows as first → last.
 func TestCollectFirstAndLastTenth(t *testing.T) {
-	c := &Config{Name: "g", Out: t.TempDir(), Seeds: []int64{1}, Methods: []string{"hacpo"},
-		Settings: []Setting{{Name: "s", Agents: []config.Agent{{Name: "a"}}}}}
-	c.Run.Batch.PromptsPerStep, c.Run.Batch.ResponsesPerPrompt = 2, 2
-	cell := c.Cells()[0]
-	if err := os.MkdirAll(c.Dir(cell), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(c.Dir(cell), "done.json"), []byte("{}\n"), 0o644)
 	var recs []metrics.Record
 	for step := 1; step <= 25; step++ { // a tenth of 25 steps is 2
 		recs = append(recs, metrics.Record{Step: step, Agent: "a", Time: 1,
 			Values: map[string]float64{"ratio/cross_mean": float64(step), "omega/b": 1}})
 	}
-	if err := metrics.WriteFile(filepath.Join(c.Dir(cell), metrics.FileName), recs); err != nil {
-		t.Fatal(err)
-	}
+	c := oneCellGrid(t, []config.Agent{{Name: "a"}}, recs)
 	res, err := Collect(c, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -380,14 +370,6 @@ func TestVariantAgainst(t *testing.T) {
 // source, and tabled with the "all" row first; a grid without them gets no
 // such section.
 func TestCrossDiagnosticsSection(t *testing.T) {
-	c := &Config{Name: "g", Out: t.TempDir(), Seeds: []int64{1}, Methods: []string{"hacpo"},
-		Settings: []Setting{{Name: "s", Agents: []config.Agent{{Name: "a"}, {Name: "b"}, {Name: "c"}}}}}
-	c.Run.Batch.PromptsPerStep, c.Run.Batch.ResponsesPerPrompt = 2, 2
-	cell := c.Cells()[0]
-	if err := os.MkdirAll(c.Dir(cell), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(c.Dir(cell), "done.json"), []byte("{}\n"), 0o644)
 	var recs []metrics.Record
 	for step := 1; step <= 20; step++ {
 		recs = append(recs, metrics.Record{Step: step, Agent: "a", Time: 1, Values: map[string]float64{
@@ -395,9 +377,7 @@ func TestCrossDiagnosticsSection(t *testing.T) {
 			"cross/ratio_p50/b": 0.25, "cross/aligned_frac/b": 1, "cross/token_ratio_p50/b": 0.75,
 			"cross/aligned_frac/c": 0.001, "cross/token_ratio_p50/c": 9}})
 	}
-	if err := metrics.WriteFile(filepath.Join(c.Dir(cell), metrics.FileName), recs); err != nil {
-		t.Fatal(err)
-	}
+	c := oneCellGrid(t, []config.Agent{{Name: "a"}, {Name: "b"}, {Name: "c"}}, recs)
 	res, err := Collect(c, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -473,4 +453,24 @@ func TestCompare(t *testing.T) {
 	if err := c.validate(); err == nil || !strings.Contains(err.Error(), "compare[1]: want a pair [a, b], got 1 names") {
 		t.Errorf("a comparison of one name: %v", err)
 	}
+}
+
+// oneCellGrid is a grid of one HACPO cell (setting s, seed 1) whose agents
+// are agents, finished, with metrics recs.
+func oneCellGrid(t *testing.T, agents []config.Agent, recs []metrics.Record) *Config {
+	t.Helper()
+	c := &Config{Name: "g", Out: t.TempDir(), Seeds: []int64{1}, Methods: []string{"hacpo"},
+		Settings: []Setting{{Name: "s", Agents: agents}}}
+	c.Run.Batch.PromptsPerStep, c.Run.Batch.ResponsesPerPrompt = 2, 2
+	dir := c.Dir(c.Cells()[0])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "done.json"), []byte("{}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := metrics.WriteFile(filepath.Join(dir, metrics.FileName), recs); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

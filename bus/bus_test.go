@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -651,5 +652,33 @@ func TestNeeded(t *testing.T) {
 	}
 	if n, ok, err := r.Finished(ctx, "a"); n != 7 || !ok || err != nil {
 		t.Fatalf("Finished = %d, %v, %v; want 7, true", n, ok, err)
+	}
+}
+
+// Agents lists every agent that beat, however many, once each, by name:
+// from the bucket stream's subjects, which a repeated beat does not add to.
+func TestAgentsListsEveryAgent(t *testing.T) {
+	ctx := testCtx(t)
+	r := inProcessRun(t)
+	var want []string
+	for i := range 40 {
+		name := fmt.Sprintf("agent-%02d", i)
+		want = append(want, name)
+		for range 2 {
+			if err := r.Heartbeat(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	agents, err := r.Agents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range agents {
+		got = append(got, a.Name)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Agents = %v, want %v", got, want)
 	}
 }

@@ -281,18 +281,29 @@ type Agent struct {
 }
 
 // Agents lists every agent that ever beat in this run, by name.
+//
+// The keys come from the bucket stream's subjects (its info, filtered to
+// the heartbeat keys), not from a key-value watcher: nats.go's key lister
+// ends its listing after the first key when it cannot read the consumer's
+// initial pending count, which under load gave a partial list without an
+// error.
 func (r *Run) Agents(ctx context.Context) ([]Agent, error) {
 	var keys []string
+	prefix := "$KV." + r.kv.Bucket() + "."
 	err := r.within(ctx, "list the agents", func(ctx context.Context) error {
-		lister, err := r.kv.ListKeysFiltered(ctx, keyAlive+">")
+		st, err := r.conn.js.Stream(ctx, "KV_"+r.kv.Bucket())
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(prefix+keyAlive+">"))
 		if err != nil {
 			return err
 		}
 		keys = keys[:0]
-		for k := range lister.Keys() {
-			keys = append(keys, k)
+		for subj := range info.State.Subjects {
+			keys = append(keys, strings.TrimPrefix(subj, prefix))
 		}
-		return ctx.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, r.opErr(err, "list agents")

@@ -515,3 +515,21 @@ func TestAgentNames(t *testing.T) {
 		t.Errorf("AgentNames = %v, want [b a] (config order)", got)
 	}
 }
+
+// parseSection parses the valid config with section appended. With want
+// set it requires an error containing want and returns nil; otherwise it
+// requires none.
+func parseSection(t *testing.T, section, want string) *Config {
+	t.Helper()
+	c, err := Parse([]byte(valid + section + "\n"))
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want one containing %q", err, want)
+		}
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -28,15 +27,9 @@ func TestRewardSection(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := Parse([]byte(valid + tc.section + "\n"))
-			if tc.want != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Fatalf("error %v, want one containing %q", err, tc.want)
-				}
+			c := parseSection(t, tc.section, tc.want)
+			if c == nil {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.Reward == nil {
 				t.Fatal("no reward section")

@@ -169,16 +169,7 @@ func checkMLflowRun(t *testing.T, run *mlflowtest.Run, recs []metrics.Record) {
 		!strings.HasPrefix(run.Tags["hacrl.config_hash"], "sha256:") || run.Tags["hacrl.version"] == "" {
 		t.Errorf("tags %v", run.Tags)
 	}
-	logged := map[string]map[int64]mlflowtest.Point{}
-	for k, h := range run.Metrics {
-		logged[k] = map[int64]mlflowtest.Point{}
-		for _, p := range h {
-			if _, dup := logged[k][p.Step]; dup {
-				t.Errorf("%s: step %d logged twice", k, p.Step)
-			}
-			logged[k][p.Step] = p
-		}
-	}
+	logged := run.ByStep(t)
 	want := 0
 	keys := map[string]bool{}
 	for _, rec := range recs {

@@ -156,6 +156,23 @@ type Run struct {
 	Metrics map[string][]Point `json:"metrics"`
 }
 
+// ByStep returns each metric's points by step, and fails t for a step
+// logged twice (a resume must not repeat what was sent before).
+func (r *Run) ByStep(t testing.TB) map[string]map[int64]Point {
+	t.Helper()
+	out := map[string]map[int64]Point{}
+	for k, h := range r.Metrics {
+		out[k] = map[int64]Point{}
+		for _, p := range h {
+			if _, dup := out[k][p.Step]; dup {
+				t.Errorf("%s: step %d logged twice", k, p.Step)
+			}
+			out[k][p.Step] = p
+		}
+	}
+	return out
+}
+
 // Point is one logged value of a metric.
 type Point struct {
 	Step      int64

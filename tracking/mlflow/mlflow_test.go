@@ -115,16 +115,7 @@ func TestClientAgainstServer(t *testing.T) {
 	if len(run.Metrics) != 30+len(special) {
 		t.Errorf("%d metrics read back, want %d", len(run.Metrics), 30+len(special))
 	}
-	got := map[string]map[int64]mlflowtest.Point{}
-	for k, h := range run.Metrics {
-		got[k] = map[int64]mlflowtest.Point{}
-		for _, p := range h {
-			if _, dup := got[k][p.Step]; dup {
-				t.Errorf("%s: step %d logged twice", k, p.Step)
-			}
-			got[k][p.Step] = p
-		}
-	}
+	got := run.ByStep(t)
 	for _, m := range ms {
 		p, ok := got[m.Key][m.Step]
 		v := stored(float64(m.Value))

@@ -78,7 +78,7 @@ var docCommands = []docEntry{
 	{file: "examples/real/README.md", cmd: "hacrl train examples/real/qwen3-llama32-math.yaml --print-defaults", check: checkPrintDefaults},
 	{file: "examples/real/README.md", cmd: "hacrl train examples/real/qwen3-llama32-math.yaml", skip: "needs the downloaded checkpoints and days on a CPU; train/real_example_test.go runs the config on random-weight stand-ins"},
 	{file: "examples/real/README.md", cmd: "vllm serve", block: true, skip: "needs the real run's output (and vLLM, a GPU)"},
-	{file: "examples/real-small/README.md", cmd: "examples/real-small/make-agents.sh", block: true, skip: "two 600-step sft runs and a 30-step HACPO run with full vocabularies (the HACPO run alone 13m42s); examples/real-small/realsmall_test.go runs both shortened"},
+	{file: "examples/real-small/README.md", cmd: "examples/real-small/make-agents.sh", block: true, skip: "two 600-step sft runs, a 30-step HACPO run with full vocabularies (the HACPO run alone 13m42s) and a 30-cell grid of 200-step runs (about 40 h); examples/real-small/realsmall_test.go runs the sft runs, the HACPO run and one of the grid's cells shortened"},
 
 	{file: "docs/gpu.md", cmd: "CGO_ENABLED=1 GOEXPERIMENT=simd go build -tags xla", skip: "the XLA build (cgo, minutes); CI's scripts/test.sh builds and tests it"},
 	{file: "docs/gpu.md", cmd: "./scripts/build-xla.sh", skip: "the XLA build for the GPU machine (cgo, minutes)"},

@@ -1,6 +1,7 @@
 // Package realsmall_test keeps examples/real-small from rotting: it runs
-// make-agents.sh at a tiny scale (one sft step per agent) and then one HACPO
-// step of hacpo.yaml with the agents it made.
+// make-agents.sh at a tiny scale (one sft step per agent) and then one step
+// of hacpo.yaml and of the beyond.yaml grid's decoupled cell with the agents
+// it made.
 package realsmall_test
 
 import (
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/hacrl/hacrl/config"
+	"github.com/hacrl/hacrl/experiment"
 	"github.com/hacrl/hacrl/internal/npmtest"
 	"github.com/hacrl/hacrl/train"
 )
@@ -63,13 +65,79 @@ func TestMakeAgentsAndHACPOStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Out = filepath.Join(tmp, "run")
+	metrics := trainOneStep(t, cfg, filepath.Join(tmp, "hacpo"), agents)
+	// Each learner reports how the other's text survives its tokenizer, and
+	// the ω it weighs it with.
+	seen := map[string]bool{}
+	for _, rec := range metrics {
+		agent, _ := rec["agent"].(string)
+		for k, v := range rec {
+			if strings.HasPrefix(k, "retokenize/changed_frac") || strings.HasPrefix(k, "omega/") {
+				x, ok := v.(float64)
+				if !ok || (strings.HasPrefix(k, "retokenize/") && (x < 0 || x > 1)) {
+					t.Errorf("%s %s = %v", agent, k, v)
+				}
+				seen[agent+" "+k] = true
+			}
+		}
+	}
+	for _, k := range []string{
+		"qwen3-small retokenize/changed_frac", "qwen3-small retokenize/changed_frac/llama3-small", "qwen3-small omega/llama3-small",
+		"llama3-small retokenize/changed_frac", "llama3-small retokenize/changed_frac/qwen3-small", "llama3-small omega/qwen3-small",
+	} {
+		if !seen[k] {
+			t.Errorf("metrics.jsonl has no %s", k)
+		}
+	}
+
+	// The beyond-HACPO grid's cells run on the same agents: its decoupled
+	// cell, the variant that also scores every cross sample with the
+	// learner's start-of-step weights, across the two tokenizers.
+	grid, err := experiment.Load("examples/real-small/beyond.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cell *experiment.Cell
+	for _, c := range grid.Cells() {
+		if c.Method == "hacpo-decoupled" {
+			cell = &c
+			break
+		}
+	}
+	if cell == nil {
+		t.Fatal("beyond.yaml has no hacpo-decoupled cell")
+	}
+	cfg, err = cell.RunConfig(grid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen = map[string]bool{}
+	for _, rec := range trainOneStep(t, cfg, filepath.Join(tmp, "decoupled"), agents) {
+		agent, _ := rec["agent"].(string)
+		for k, v := range rec {
+			if x, ok := v.(float64); ok && strings.HasPrefix(k, "cross/start_ratio_p50/") && x > 0 {
+				seen[agent+" "+k] = true
+			}
+		}
+	}
+	for _, k := range []string{"qwen3-small cross/start_ratio_p50/llama3-small", "llama3-small cross/start_ratio_p50/qwen3-small"} {
+		if !seen[k] {
+			t.Errorf("the decoupled cell's metrics have no positive %s", k)
+		}
+	}
+}
+
+// trainOneStep trains cfg for one step at a tiny scale, on the agents in
+// agentsDir, and returns the metrics.jsonl records.
+func trainOneStep(t *testing.T, cfg *config.Config, out, agentsDir string) []map[string]any {
+	t.Helper()
+	cfg.Out = out
 	cfg.Steps = 1
 	cfg.Batch = config.Batch{PromptsPerStep: 2, ResponsesPerPrompt: 2, MiniBatch: 4, MicroBatch: 4}
 	cfg.Eval.Every = 1
 	cfg.Eval.Sets[0].Problems, cfg.Eval.Sets[0].Samples = 2, 1
 	for i := range cfg.Agents {
-		cfg.Agents[i].Checkpoint = filepath.Join(agents, cfg.Agents[i].Name)
+		cfg.Agents[i].Checkpoint = filepath.Join(agentsDir, cfg.Agents[i].Name)
 		cfg.Agents[i].Sampling.MaxNewTokens = 8
 	}
 	if err := cfg.Validate(); err != nil {
@@ -87,14 +155,12 @@ func TestMakeAgentsAndHACPOStep(t *testing.T) {
 	if sum.Steps != 1 || len(sum.First) != 2 || len(sum.Last) != 2 {
 		t.Errorf("summary %+v, want 1 step and a first and last evaluation of both agents", sum)
 	}
-	// Each learner reports how the other's text survives its tokenizer, and
-	// the ω it weighs it with.
-	seen := map[string]bool{}
 	f, err := os.Open(filepath.Join(cfg.Out, "metrics.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	var recs []map[string]any
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -102,28 +168,12 @@ func TestMakeAgentsAndHACPOStep(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &rec); err != nil {
 			t.Fatal(err)
 		}
-		agent, _ := rec["agent"].(string)
-		for k, v := range rec {
-			if strings.HasPrefix(k, "retokenize/changed_frac") || strings.HasPrefix(k, "omega/") {
-				x, ok := v.(float64)
-				if !ok || (strings.HasPrefix(k, "retokenize/") && (x < 0 || x > 1)) {
-					t.Errorf("%s %s = %v", agent, k, v)
-				}
-				seen[agent+" "+k] = true
-			}
-		}
+		recs = append(recs, rec)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{
-		"qwen3-small retokenize/changed_frac", "qwen3-small retokenize/changed_frac/llama3-small", "qwen3-small omega/llama3-small",
-		"llama3-small retokenize/changed_frac", "llama3-small retokenize/changed_frac/qwen3-small", "llama3-small omega/qwen3-small",
-	} {
-		if !seen[k] {
-			t.Errorf("metrics.jsonl has no %s", k)
-		}
-	}
+	return recs
 }
 
 func mustJSON(t *testing.T, v any) string {

@@ -123,9 +123,10 @@ func checkEngine(bad badFunc, engine string) {
 // Unset fields keep the preset's values (../shared/docs/hacpo-paper.md §4.3).
 type Method struct {
 	// Name is the preset: hacpo, gspo, gspo2x, grpo, naive, no-adv, no-omega,
-	// no-stepwise or no-cross-clip (the paper's methods and ablations), or
-	// dapo, dr_grpo or cispo (single-agent recipes beyond it). The keys below
-	// override its values.
+	// no-stepwise or no-cross-clip (the paper's methods and ablations),
+	// hacpo-capable (HACPO with cross_advantage: capable, the variant
+	// docs/results/beyond-hacpo.md found better), or dapo, dr_grpo or cispo
+	// (single-agent recipes beyond it). The keys below override its values.
 	Name string `yaml:"name,omitempty" json:"name,omitempty" default:"hacpo"`
 	// Alpha (α ≥ 0) is the power of the exponential importance-sampling factor
 	// sg(clip(s))^α on other agents' samples.
@@ -163,7 +164,7 @@ type Method struct {
 	// hacpo.Settings.CrossPositiveOnly); or capable, those of agents at least
 	// as capable as the learner (ω ≥ 1; hacpo/doc.go decision 35). Methods
 	// that share rollouts only.
-	CrossAdvantage string `yaml:"cross_advantage,omitempty" json:"cross_advantage,omitempty" default:"all"`
+	CrossAdvantage string `yaml:"cross_advantage,omitempty" json:"cross_advantage,omitempty" derived:"the preset's: capable for hacpo-capable, else all"`
 	// CrossBounds is what HACPO's cross clip bounds: fixed, the ratio against
 	// the source in [L_m, 1] (the paper); adaptive, the same with the lower
 	// bound scaled by the median of the learner's own start-of-step ratios on
@@ -1262,7 +1263,7 @@ func (c *Config) validate() error {
 		bad("method.capability", "must be accuracy or mean_reward, got %q", c.Method.Capability)
 	}
 	switch c.Method.CrossAdvantage {
-	case "all", "positive", "capable":
+	case "", "all", "positive", "capable":
 	default:
 		bad("method.cross_advantage", "must be all, positive or capable, got %q", c.Method.CrossAdvantage)
 	}

@@ -64,7 +64,7 @@ func TestParseValid(t *testing.T) {
 	if c, err := Parse([]byte(valid + "rollouts: {every: 3}\n")); err != nil || c.Rollouts.Every != 3 {
 		t.Errorf("rollouts: {every: 3}: %v, %+v", err, c)
 	}
-	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil || c.Method.CrossAdvantage != "all" {
+	if *c.Method.Alpha != 1.0 || c.Method.Delta != nil || c.Method.CrossAdvantage != "" {
 		t.Errorf("method overrides: %+v", c.Method)
 	}
 	if c.Batch.MicroBatch != 16 || c.Eval.Sets[0].Temperature != 1 {

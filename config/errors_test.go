@@ -14,7 +14,7 @@ func TestValueErrors(t *testing.T) {
 		name, old, new, want string
 	}{
 		{"method name", "method: {name: hacpo}", "method: {name: ppo}",
-			`method.name (line 4): unknown method "ppo"; valid: cispo, dapo, dr_grpo, grpo, gspo, gspo2x, hacpo, naive, no-adv, no-cross-clip, no-omega, no-stepwise`},
+			`method.name (line 4): unknown method "ppo"; valid: cispo, dapo, dr_grpo, grpo, gspo, gspo2x, hacpo, hacpo-capable, naive, no-adv, no-cross-clip, no-omega, no-stepwise`},
 		{"method range", "method: {name: hacpo}", "method: {name: hacpo, delta: 1.5}", "method.delta (line 4): must be in [0, 1], got 1.5"},
 		{"method omega", "method: {name: hacpo}", "method: {name: hacpo, omega_min: 2, omega_max: 1}", "method.omega_max (line 4): must be >= omega_min (2), got 1"},
 		{"method window", "method: {name: hacpo}", "method: {name: hacpo, window: 0}", "method.window (line 4): must be >= 1, got 0"},

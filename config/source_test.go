@@ -118,7 +118,7 @@ func TestSetErrors(t *testing.T) {
 		{"steps.x=1", []string{`--set steps.x=1: steps is "10" (line 3), not a mapping with a key x`}},
 		{"name[0]=x", []string{`--set name[0]=x: name is "base" (line 1), not a list`}},
 		{"rollouts.every[0]=1", []string{"rollouts.every is not in the config, so it has no entry [0]; set the whole list"}},
-		{"method.name=ppo", []string{`--set method.name=ppo: unknown method "ppo"; valid: cispo, dapo, dr_grpo, grpo, gspo, gspo2x, hacpo, naive, no-adv, no-cross-clip, no-omega, no-stepwise`}},
+		{"method.name=ppo", []string{`--set method.name=ppo: unknown method "ppo"; valid: cispo, dapo, dr_grpo, grpo, gspo, gspo2x, hacpo, hacpo-capable, naive, no-adv, no-cross-clip, no-omega, no-stepwise`}},
 		{"eval.sets=[{name: t, split: test, problms: 5}]", []string{"--set eval.sets=[{name: t, split: test, problms: 5}]: eval.sets[0].problms: unknown key", "did you mean problems?"}},
 		{"eval.sets=[{name: t, split: test}]", []string{"--set eval.sets=[{name: t, split: test}]: eval.sets[0].problems: required for a generated task's split"}},
 		{"eval.sets[0]={benchmark: gsm8kk}", []string{`--set eval.sets[0]={benchmark: gsm8kk}: eval.sets[0].benchmark: unknown benchmark "gsm8kk"; valid: `, "gsm8k, math"}},

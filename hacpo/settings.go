@@ -324,6 +324,16 @@ func PresetNames() []string {
 var presets = map[string]func() Settings{
 	// HACPO as in the paper's scripts (spec §2.7, §4.3): α = 1, lower bound 0.8, δ_step 0.025.
 	"hacpo": hacpoSettings,
+	// HACPO with negative cross advantage only from sources at least as
+	// capable as the learner (doc.go decision 35): the one variant of
+	// docs/results/beyond-hacpo.md whose interval over all agents excludes
+	// zero against HACPO.
+	"hacpo-capable": func() Settings {
+		s := hacpoSettings()
+		s.Method = "hacpo-capable"
+		s.CrossNegativeCapable = true
+		return s
+	},
 	// GSPO: one agent, sequence ratio, clip 3e-4 / 4e-4 (spec §1.3, §4.4).
 	"gspo": gspoSettings,
 	// GSPO×2: one agent with 2G responses per prompt; with the mini-batch size held in

@@ -10,7 +10,7 @@ import (
 
 func TestPresetsValidate(t *testing.T) {
 	names := PresetNames()
-	want := []string{"cispo", "dapo", "dr_grpo", "grpo", "gspo", "gspo2x", "hacpo", "naive", "no-adv", "no-cross-clip", "no-omega", "no-stepwise"}
+	want := []string{"cispo", "dapo", "dr_grpo", "grpo", "gspo", "gspo2x", "hacpo", "hacpo-capable", "naive", "no-adv", "no-cross-clip", "no-omega", "no-stepwise"}
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("PresetNames = %v", names)
 	}
@@ -63,6 +63,7 @@ func TestPresetDefinitions(t *testing.T) {
 	diff("no-omega", func(s *Settings) { s.OmegaInUpdate = false })
 	diff("no-stepwise", func(s *Settings) { s.Stepwise = false })
 	diff("no-cross-clip", func(s *Settings) { s.CrossClip, s.Stepwise = false, false })
+	diff("hacpo-capable", func(s *Settings) { s.CrossNegativeCapable = true })
 	diff("naive", func(s *Settings) {
 		s.CrossRule, s.CrossClip, s.Stepwise, s.Alpha = CrossAsSelf, false, false, 0
 		s.CapabilityBaseline, s.OmegaInUpdate = false, false

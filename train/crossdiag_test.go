@@ -152,12 +152,19 @@ func TestCrossDiagnosticsAgainstTheRolloutLog(t *testing.T) {
 	}
 }
 
-// cross_advantage: capable reaches the loss: a negative cross sample from a
-// source less capable than the learner (ω < 1) has no term and no gradient,
-// one from a source at least as capable keeps its term; its share of the
-// gradient, cross/neg_grad_frac, is 0 exactly for the sources less capable.
+// cross_advantage: capable reaches the loss, set as a key or by the
+// hacpo-capable preset: a negative cross sample from a source less capable
+// than the learner (ω < 1) has no term and no gradient, one from a source at
+// least as capable keeps its term; its share of the gradient,
+// cross/neg_grad_frac, is 0 exactly for the sources less capable.
 func TestCapableCrossAdvantageReachesTheLoss(t *testing.T) {
-	seen, _, ms := variantRun(t, "hacpo, cross_advantage: capable")
+	for _, method := range []string{"hacpo, cross_advantage: capable", "hacpo-capable"} {
+		t.Run(method, func(t *testing.T) { checkCapable(t, method) })
+	}
+}
+
+func checkCapable(t *testing.T, method string) {
+	seen, _, ms := variantRun(t, method)
 	dropped, kept := 0, 0
 	for _, b := range seen {
 		for n, sm := range b.samples {

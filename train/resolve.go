@@ -99,6 +99,14 @@ func resolveOptions(m *config.Method, s hacpo.Settings) {
 	}
 	m.MaxSampleRounds = ptr(s.MaxSampleRounds)
 	m.RolloutIS, m.RolloutISCap = ptr(string(s.RolloutIS)), ptr(s.RolloutISCap)
+	switch {
+	case s.CrossPositiveOnly:
+		m.CrossAdvantage = "positive"
+	case s.CrossNegativeCapable:
+		m.CrossAdvantage = "capable"
+	default:
+		m.CrossAdvantage = "all"
+	}
 }
 
 // ResolvedYAML is the resolved config (see Resolve) as YAML: what

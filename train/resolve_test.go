@@ -144,6 +144,29 @@ func TestResolveRoundTrip(t *testing.T) {
 	if configs["method hacpo"].Method.Alpha != nil || configs["method hacpo"].Agents[0].Template.Kind != "" {
 		t.Error("Resolve changed its argument")
 	}
+	// cross_advantage: the preset's, which the key overrides either way.
+	for _, tc := range []struct{ method, want string }{
+		{"{name: hacpo}", "all"},
+		{"{name: hacpo-capable}", "capable"},
+		{"{name: hacpo-capable, cross_advantage: all}", "all"},
+		{"{name: hacpo, cross_advantage: capable}", "capable"},
+	} {
+		c, err := config.Parse([]byte(strings.NewReplacer("%OUT%", t.TempDir(), "{name: %METHOD%}", tc.method).Replace(resolveCase)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := Resolve(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := methodSettings(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Method.CrossAdvantage != tc.want || s.CrossNegativeCapable != (tc.want == "capable") {
+			t.Errorf("method %s: cross_advantage resolves to %q (capable %v), want %s", tc.method, r.Method.CrossAdvantage, s.CrossNegativeCapable, tc.want)
+		}
+	}
 }
 
 // TestResolvedConfigWritten: OUT/config.yaml is exactly ResolvedYAML.

@@ -202,7 +202,7 @@ func TestEvalPromptsMustFit(t *testing.T) {
 // TestEveryMethodRunsAStep runs one real step of every preset on three
 // heterogeneous agents.
 func TestEveryMethodRunsAStep(t *testing.T) {
-	for _, m := range []string{"grpo", "gspo", "gspo2x", "gspo3x", "naive", "no-adv", "no-omega", "no-stepwise", "no-cross-clip"} {
+	for _, m := range []string{"grpo", "gspo", "gspo2x", "gspo3x", "naive", "no-adv", "no-omega", "no-stepwise", "no-cross-clip", "hacpo-capable"} {
 		t.Run(m, func(t *testing.T) {
 			preset, mult := m, 0
 			if m == "gspo3x" { // GSPO×n for n = 3 agents: as many sequences per learner as 3-agent HACPO

@@ -390,8 +390,10 @@ func methodSettings(cfg *config.Config) (hacpo.Settings, error) {
 	if err := setOverlongBuffer(&s, cfg); err != nil {
 		return s, err
 	}
-	s.CrossPositiveOnly = m.CrossAdvantage == "positive"
-	s.CrossNegativeCapable = m.CrossAdvantage == "capable"
+	if m.CrossAdvantage != "" { // else the preset's
+		s.CrossPositiveOnly = m.CrossAdvantage == "positive"
+		s.CrossNegativeCapable = m.CrossAdvantage == "capable"
+	}
 	if m.CrossBounds != "fixed" {
 		s.CrossBounds = hacpo.CrossBounds(m.CrossBounds)
 	}
